@@ -1,0 +1,227 @@
+"""``lakeformat``: inspect and maintain Apache Paimon tables from a shell.
+
+The contract is stable: scripts depend on it. ``--json`` prints exactly one JSON document on
+stdout. Errors print one line on stderr and exit non-zero:
+
+====  =========================================================
+code  meaning
+====  =========================================================
+1     any other failure (storage, credentials, bad arguments)
+2     command-line usage error
+3     the path is not a Paimon table
+4     corrupt or missing metadata (the message names the file)
+5     a format version or feature this release refuses
+6     the requested snapshot or tag does not exist
+====  =========================================================
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+from airflow_lakeformat import __version__
+from airflow_lakeformat.core.errors import (
+    CorruptMetadataError,
+    LakeformatError,
+    SnapshotNotFoundError,
+    TableNotFoundError,
+    TagNotFoundError,
+    UnsupportedFormatError,
+)
+from airflow_lakeformat.core.io import parse_storage_options
+from airflow_lakeformat.core.live_files import live_files
+from airflow_lakeformat.core.snapshot import Snapshot
+from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
+from airflow_lakeformat.core.table import Table
+
+EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5, 6
+
+
+def _open(args: argparse.Namespace) -> Table:
+    return Table.open(args.table, parse_storage_options(args.storage_option), branch=args.branch)
+
+
+def _selected_snapshot(table: Table, args: argparse.Namespace) -> tuple[Snapshot | None, str | None]:
+    manager = table.snapshot_manager
+    if getattr(args, "tag", None):
+        return manager.tag(args.tag), args.tag
+    if getattr(args, "snapshot", None) is not None:
+        return manager.snapshot(args.snapshot), None
+    return manager.latest_snapshot(), None
+
+
+def _emit_json(document: Any, out: TextIO) -> None:
+    json.dump(document, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def _print_rows(rows: list[dict[str, Any]], columns: Sequence[str], out: TextIO) -> None:
+    cells = [[_cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+    for row_cells in cells:
+        out.write("  ".join(v.ljust(w) for v, w in zip(row_cells, widths, strict=True)).rstrip() + "\n")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={_cell(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def _time(millis: int | None) -> str:
+    if millis is None:
+        return "-"
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def cmd_snapshots(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    rows = [s.to_json() for s in summarize_snapshots(table)]
+    if args.json:
+        _emit_json({"table": table.uri, "snapshots": rows}, out)
+        return
+    for row in rows:
+        row["time"] = _time(row["timeMillis"])
+    _print_rows(
+        rows,
+        ["id", "commitKind", "time", "totalRecordCount", "deltaRecordCount", "baseManifestCount",
+         "deltaManifestCount", "schemaId", "commitUser"],
+        out,
+    )  # fmt: skip
+
+
+def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    snapshot, tag = _selected_snapshot(table, args)
+    rows = [f.to_json() for f in live_files(table, snapshot)] if snapshot else []
+    rows.sort(key=lambda r: r["path"])
+    if args.json:
+        _emit_json({"table": table.uri, "snapshot": snapshot.id if snapshot else None, "tag": tag, "files": rows}, out)
+        return
+    _print_rows(rows, ["path", "bucket", "level", "rowCount", "fileSize", "minSequenceNumber", "maxSequenceNumber"], out)
+
+
+def cmd_manifests(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    snapshot, _ = _selected_snapshot(table, args)
+    rows = manifest_rows(table, snapshot) if snapshot else []
+    if args.json:
+        _emit_json({"table": table.uri, "snapshot": snapshot.id if snapshot else None, "manifests": rows}, out)
+        return
+    _print_rows(rows, ["fileName", "list", "fileSize", "numAddedFiles", "numDeletedFiles", "schemaId"], out)
+
+
+def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    s = summarize_table(table)
+    if args.json:
+        _emit_json(s.to_json(), out)
+        return
+    lines = [
+        f"table            {s.table}",
+        f"schema           id {s.schema_id} ({s.schema_count} schema version(s))",
+        *(f"  field          {f}" for f in s.fields),
+        f"partition keys   {', '.join(s.partition_keys) or '-'}",
+        f"primary keys     {', '.join(s.primary_keys) or '-'}",
+        "options",
+        *(f"  {k} = {v}" for k, v in s.options.items()),
+    ]
+    if s.latest_snapshot is None:
+        lines.append("snapshots        none (the table has never been committed to)")
+    else:
+        lines += [
+            f"snapshots        {s.snapshot_count} ({s.earliest_snapshot}..{s.latest_snapshot}); latest "
+            f"{s.latest_commit_kind} at {_time(s.latest_time_millis)}",
+            f"live files       {s.live_file_count} files, {_bytes(s.live_file_bytes)}, {s.live_row_count} rows",
+            f"manifests        {s.manifest_count} manifests, {_bytes(s.manifest_bytes)}",
+            f"small files      {s.small_file_count} of {s.live_file_count} ({s.small_file_share:.0%}) "
+            f"below {_bytes(s.small_file_threshold)}",
+        ]
+    lines.append("tags             " + (", ".join(f"{k} -> snapshot {v}" for k, v in s.tags.items()) or "-"))
+    lines.append(
+        "consumers        " + (", ".join(f"{k} -> next snapshot {v}" for k, v in s.consumers.items()) or "-")
+    )
+    lines.append("branches         " + (", ".join(s.branches) or "-"))
+    out.write("\n".join(lines) + "\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="lakeformat", description="Inspect and maintain Apache Paimon tables.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true", help="print a traceback on errors")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("table", help="table root: a local path, file://, s3://, or any fsspec URL")
+    common.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="fsspec storage option (repeatable); S3 also reads AWS_* variables and AWS_ENDPOINT_URL",
+    )
+    common.add_argument("--branch", default="main", help="branch to read (default: main)")
+    common.add_argument("--json", action="store_true", help="print one JSON document")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn: Callable[[argparse.Namespace, TextIO], None], help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(func=fn)
+        return p
+
+    add("snapshots", cmd_snapshots, "list snapshots with record and manifest counts")
+    files = add("files", cmd_files, "list the live data files of a snapshot or tag (default: latest)")
+    which = files.add_mutually_exclusive_group()
+    which.add_argument("--snapshot", type=int, metavar="ID")
+    which.add_argument("--tag", metavar="NAME")
+    manifests = add("manifests", cmd_manifests, "list the data manifests of a snapshot (default: latest)")
+    manifests.add_argument("--snapshot", type=int, metavar="ID")
+    add("inspect", cmd_inspect, "summarize schema, options, snapshots, tags, consumers, files and manifests")
+    return parser
+
+
+def _exit_code(exc: BaseException) -> int:
+    if isinstance(exc, TableNotFoundError):
+        return EXIT_NO_TABLE
+    if isinstance(exc, UnsupportedFormatError):
+        return EXIT_UNSUPPORTED
+    if isinstance(exc, CorruptMetadataError):
+        return EXIT_CORRUPT
+    if isinstance(exc, (SnapshotNotFoundError, TagNotFoundError)):
+        return EXIT_NOT_FOUND
+    return EXIT_ERROR
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = out or sys.stdout
+    try:
+        args.func(args, out)
+    except (LakeformatError, OSError, ValueError) as exc:
+        if args.debug:
+            raise
+        message = str(exc) or type(exc).__name__
+        if not isinstance(exc, LakeformatError):
+            message = f"{type(exc).__name__}: {message}"
+        print(f"lakeformat: error: {message}", file=sys.stderr)
+        return _exit_code(exc)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

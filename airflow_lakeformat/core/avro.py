@@ -1,0 +1,189 @@
+"""Avro codecs for manifest lists and manifests (fastavro).
+
+Reading accepts every shape Paimon has written: Paimon 0.8's nullable top-level and nested
+records, the plain records of Java >= 0.9, pypaimon's record names and its extra manifest-list
+fields (``_TOTAL_BUCKETS``, ``_EXTRA_FILES``), and the null, deflate, snappy and zstd codecs.
+Records are decoded with the file's own writer schema, so fields we do not know survive in the
+decoded record.
+
+Writing produces the Java >= 0.9 shape: Java's record names, non-null records, every union
+``["null", T]`` with null first (Java readers assume that order), plus any extra fields the caller
+carries over from input files.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import fastavro
+from fastavro.types import Schema
+
+from airflow_lakeformat.core.errors import CodecUnavailableError, CorruptMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.manifest import MANIFEST_VERSION, ManifestEntry, ManifestFileMeta
+
+NAMESPACE = "org.apache.paimon.avro.generated"
+TOP = f"{NAMESPACE}.record"
+
+# Paimon option value -> Avro codec name.
+CODECS = {"zstd": "zstandard", "zstandard": "zstandard", "snappy": "snappy", "deflate": "deflate", "none": "null", "null": "null"}  # fmt: skip
+
+
+def _nullable(avro_type: Any) -> list[Any]:
+    return ["null", avro_type]
+
+
+def _optional(name: str, avro_type: Any) -> dict[str, Any]:
+    return {"name": name, "type": _nullable(avro_type), "default": None}
+
+
+def _stats_record(name: str) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": name,
+        "fields": [
+            {"name": "_MIN_VALUES", "type": "bytes"},
+            {"name": "_MAX_VALUES", "type": "bytes"},
+            _optional("_NULL_COUNTS", {"type": "array", "items": _nullable("long")}),
+        ],
+    }
+
+
+def manifest_file_meta_schema(extra_fields: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The manifest-list record as Java master writes it, plus ``extra_fields`` (carried over)."""
+    return {
+        "type": "record",
+        "name": TOP,
+        "fields": [
+            {"name": "_VERSION", "type": "int"},
+            {"name": "_FILE_NAME", "type": "string"},
+            {"name": "_FILE_SIZE", "type": "long"},
+            {"name": "_NUM_ADDED_FILES", "type": "long"},
+            {"name": "_NUM_DELETED_FILES", "type": "long"},
+            {"name": "_PARTITION_STATS", "type": _stats_record(f"{TOP}__PARTITION_STATS")},
+            {"name": "_SCHEMA_ID", "type": "long"},
+            _optional("_MIN_BUCKET", "int"),
+            _optional("_MAX_BUCKET", "int"),
+            _optional("_MIN_LEVEL", "int"),
+            _optional("_MAX_LEVEL", "int"),
+            _optional("_MIN_ROW_ID", "long"),
+            _optional("_MAX_ROW_ID", "long"),
+            *[dict(f) for f in extra_fields],
+        ],
+    }
+
+
+def manifest_entry_schema(extra_file_fields: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """The manifest-entry record as Java master writes it, plus extra ``_FILE`` fields (carried over)."""
+    file_record = f"{TOP}__FILE"
+    return {
+        "type": "record",
+        "name": TOP,
+        "fields": [
+            {"name": "_VERSION", "type": "int"},
+            {"name": "_KIND", "type": "int"},
+            {"name": "_PARTITION", "type": "bytes"},
+            {"name": "_BUCKET", "type": "int"},
+            {"name": "_TOTAL_BUCKETS", "type": "int"},
+            {
+                "name": "_FILE",
+                "type": {
+                    "type": "record",
+                    "name": file_record,
+                    "fields": [
+                        {"name": "_FILE_NAME", "type": "string"},
+                        {"name": "_FILE_SIZE", "type": "long"},
+                        {"name": "_ROW_COUNT", "type": "long"},
+                        {"name": "_MIN_KEY", "type": "bytes"},
+                        {"name": "_MAX_KEY", "type": "bytes"},
+                        {"name": "_KEY_STATS", "type": _stats_record(f"{file_record}__KEY_STATS")},
+                        {"name": "_VALUE_STATS", "type": _stats_record(f"{file_record}__VALUE_STATS")},
+                        {"name": "_MIN_SEQUENCE_NUMBER", "type": "long"},
+                        {"name": "_MAX_SEQUENCE_NUMBER", "type": "long"},
+                        {"name": "_SCHEMA_ID", "type": "long"},
+                        {"name": "_LEVEL", "type": "int"},
+                        {"name": "_EXTRA_FILES", "type": {"type": "array", "items": "string"}},
+                        _optional("_CREATION_TIME", {"type": "long", "logicalType": "timestamp-millis"}),
+                        _optional("_DELETE_ROW_COUNT", "long"),
+                        _optional("_EMBEDDED_FILE_INDEX", "bytes"),
+                        _optional("_FILE_SOURCE", "int"),
+                        _optional("_VALUE_STATS_COLS", {"type": "array", "items": "string"}),
+                        _optional("_EXTERNAL_PATH", "string"),
+                        _optional("_FIRST_ROW_ID", "long"),
+                        _optional("_WRITE_COLS", {"type": "array", "items": "string"}),
+                        _optional("_WRITE_COLS_SEQUENCES", {"type": "array", "items": "long"}),
+                        *[dict(f) for f in extra_file_fields],
+                    ],
+                },
+            },
+        ],
+    }
+
+
+def read_records(data: bytes, path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Decode an Avro object container file; any decoding failure names the file."""
+    try:
+        reader = fastavro.reader(io.BytesIO(data))
+        records = list(reader)
+        writer_schema = reader.writer_schema
+    except Exception as exc:  # fastavro raises many types (EOFError, ValueError, KeyError...)
+        if "you need to install" in str(exc):
+            raise CodecUnavailableError(path, str(exc)) from exc
+        raise CorruptMetadataError(path, f"not a readable Avro file ({type(exc).__name__}: {exc})") from exc
+    if not isinstance(writer_schema, dict):
+        # Paimon 0.8 wrote the top level as ["null", record].
+        writer_schema = next((s for s in writer_schema if isinstance(s, dict)), {})  # type: ignore[union-attr]
+    return writer_schema, records
+
+
+def _check_versions(records: Iterable[Mapping[str, Any]], path: str) -> None:
+    for record in records:
+        if record is None:
+            raise CorruptMetadataError(path, "null record")
+        version = record.get("_VERSION")
+        if version != MANIFEST_VERSION:
+            raise UnsupportedFormatError(
+                path, f"_VERSION {version} (only {MANIFEST_VERSION} is supported; version 1 tables must be recreated)"
+            )
+
+
+def decode_manifest_list(data: bytes, path: str) -> list[ManifestFileMeta]:
+    _, records = read_records(data, path)
+    _check_versions(records, path)
+    try:
+        return [ManifestFileMeta(r) for r in records]
+    except (KeyError, TypeError) as exc:
+        raise CorruptMetadataError(path, f"manifest list record lacks {exc}") from exc
+
+
+def decode_manifest(data: bytes, path: str) -> list[ManifestEntry]:
+    _, records = read_records(data, path)
+    _check_versions(records, path)
+    try:
+        return [ManifestEntry(r) for r in records]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CorruptMetadataError(path, f"manifest entry is malformed ({type(exc).__name__}: {exc})") from exc
+
+
+def encode(schema: Mapping[str, Any], records: Iterable[Mapping[str, Any]], compression: str = "zstd") -> bytes:
+    """Write records as an Avro object container file with Paimon's codec naming."""
+    codec = CODECS.get(compression.lower())
+    if codec is None:
+        raise ValueError(f"unsupported manifest.compression {compression!r}")
+    parsed: Schema = fastavro.parse_schema(dict(schema))
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, parsed, records, codec=codec)
+    return buffer.getvalue()
+
+
+def encode_manifest_list(
+    metas: Iterable[ManifestFileMeta], compression: str = "zstd", extra_fields: Sequence[Mapping[str, Any]] = ()
+) -> bytes:
+    return encode(manifest_file_meta_schema(extra_fields), (m.record for m in metas), compression)
+
+
+def encode_manifest(
+    entries: Iterable[ManifestEntry], compression: str = "zstd", extra_file_fields: Sequence[Mapping[str, Any]] = ()
+) -> bytes:
+    return encode(manifest_entry_schema(extra_file_fields), (e.record for e in entries), compression)

@@ -1,0 +1,71 @@
+"""The exceptions the core raises.
+
+Every error names the file or object it is about, so that a message read in a task log or on a
+terminal is enough to find the problem. Each subclass also derives from the builtin a caller would
+naturally catch (``FileNotFoundError``, ``ValueError``, ``LookupError``).
+"""
+
+from __future__ import annotations
+
+
+class LakeformatError(Exception):
+    """Base class of every error raised by airflow-lakeformat."""
+
+
+class TableNotFoundError(LakeformatError, FileNotFoundError):
+    """The path is not the root of a Paimon table (it has no ``schema/schema-N`` file)."""
+
+    def __init__(self, location: str, reason: str = "no schema/schema-<N> file found") -> None:
+        self.location = location
+        super().__init__(f"{location}: not a Paimon table ({reason})")
+
+
+class CorruptMetadataError(LakeformatError, ValueError):
+    """A metadata file exists but cannot be decoded, or decodes to something Paimon would reject."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
+
+
+class MissingMetadataError(CorruptMetadataError, FileNotFoundError):
+    """A metadata file that the table's metadata refers to does not exist."""
+
+    def __init__(self, path: str, referenced_by: str | None = None) -> None:
+        problem = "file does not exist"
+        if referenced_by:
+            problem += f" (referenced by {referenced_by})"
+        super().__init__(path, problem)
+
+
+class UnsupportedFormatError(LakeformatError, ValueError):
+    """The table uses a format version or feature this release refuses to touch."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: unsupported format: {problem}")
+
+
+class SnapshotNotFoundError(LakeformatError, LookupError):
+    """The requested snapshot (by id or time) does not exist in the table."""
+
+
+class TagNotFoundError(LakeformatError, LookupError):
+    """The requested tag does not exist in the table."""
+
+
+class DuplicateFileError(CorruptMetadataError):
+    """A manifest adds a data file that an earlier manifest of the same snapshot already added.
+
+    Paimon Java refuses such a table ("Trying to add file ... which is already added"); so do we.
+    """
+
+
+class CodecUnavailableError(LakeformatError, RuntimeError):
+    """A manifest uses a compression codec whose Python library is not installed."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        super().__init__(f"{path}: cannot decompress: {detail}")

@@ -1,0 +1,182 @@
+"""FileIO: the only door between the core and storage.
+
+A thin layer over fsspec that fixes what Paimon maintenance needs and fsspec leaves open: listings
+are never served from a cache (a stale listing is how orphan cleaners delete live files), missing
+directories list as empty, modification times come back as epoch seconds on every backend, and an
+S3 endpoint can be set from the environment for S3-compatible servers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import fsspec
+from fsspec.core import url_to_fs
+
+# Environment variables that name an S3 endpoint, in the order we honour them. AWS_ENDPOINT_URL_S3 and
+# AWS_ENDPOINT_URL are the variables botocore itself reads; LAKEFORMAT_S3_ENDPOINT wins over both so a
+# user can point only this tool at a test server.
+S3_ENDPOINT_VARIABLES = ("LAKEFORMAT_S3_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
+
+
+@dataclass(frozen=True, slots=True)
+class FileStatus:
+    """One listing row: the name inside its directory, the full fsspec path, size and mtime."""
+
+    name: str
+    path: str
+    size: int
+    mtime: float | None
+    is_dir: bool
+
+
+def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
+    """Turn ``KEY=VALUE`` strings into an fsspec storage-options dict.
+
+    Values are read as JSON when they parse (``true``, ``3``, ``{"a": 1}``) and as strings
+    otherwise. Dotted keys nest: ``client_kwargs.region_name=eu-west-1``.
+    """
+    options: dict[str, Any] = {}
+    for pair in pairs or []:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"storage option {pair!r} is not of the form KEY=VALUE")
+        try:
+            value: Any = json.loads(raw)
+        except json.JSONDecodeError:
+            value = raw
+        target = options
+        *parents, leaf = key.split(".")
+        for parent in parents:
+            target = target.setdefault(parent, {})
+        target[leaf] = value
+    return options
+
+
+def _protocol_of(uri: str) -> str:
+    if "://" not in uri:
+        return "file"
+    return uri.split("://", 1)[0].lower()
+
+
+def _with_s3_defaults(options: Mapping[str, Any], environ: Mapping[str, str]) -> dict[str, Any]:
+    merged = dict(options)
+    endpoint = merged.pop("endpoint_url", None)
+    if endpoint is None:
+        endpoint = next((environ[v] for v in S3_ENDPOINT_VARIABLES if environ.get(v)), None)
+    client_kwargs = dict(merged.get("client_kwargs") or {})
+    if endpoint and "endpoint_url" not in client_kwargs:
+        client_kwargs["endpoint_url"] = endpoint
+    region = environ.get("AWS_REGION") or environ.get("AWS_DEFAULT_REGION")
+    if region and "region_name" not in client_kwargs:
+        client_kwargs["region_name"] = region
+    if client_kwargs:
+        merged["client_kwargs"] = client_kwargs
+    # A cached listing can hide a file written a moment ago; orphan cleanup must never see one.
+    merged.setdefault("use_listings_cache", False)
+    return merged
+
+
+class FileIO:
+    """Storage access for one filesystem, addressed by fsspec paths (no protocol prefix)."""
+
+    def __init__(self, fs: fsspec.AbstractFileSystem, protocol: str) -> None:
+        self.fs = fs
+        self.protocol = protocol
+
+    @classmethod
+    def for_uri(
+        cls,
+        uri: str,
+        storage_options: Mapping[str, Any] | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> tuple[FileIO, str]:
+        """Open the filesystem behind ``uri`` and return it with the fsspec path of ``uri``."""
+        environ = os.environ if environ is None else environ
+        protocol = _protocol_of(uri)
+        options: dict[str, Any] = dict(storage_options or {})
+        if protocol in ("s3", "s3a"):
+            options = _with_s3_defaults(options, environ)
+            if protocol == "s3a":
+                uri = "s3" + uri[3:]
+        options.setdefault("skip_instance_cache", True)
+        fs, path = url_to_fs(uri, **options)
+        return cls(fs, "s3" if protocol == "s3a" else protocol), path.rstrip("/") or "/"
+
+    def uri(self, path: str) -> str:
+        """The URI a user would type for an fsspec path of this filesystem."""
+        if self.protocol == "file":
+            return path
+        return f"{self.protocol}://{path}"
+
+    @staticmethod
+    def join(*parts: str) -> str:
+        return posixpath.join(*parts)
+
+    def read_bytes(self, path: str) -> bytes:
+        """Read a whole file; raises FileNotFoundError if it does not exist."""
+        data = self.fs.cat_file(path)
+        return bytes(data)
+
+    def read_text(self, path: str) -> str:
+        return self.read_bytes(path).decode("utf-8")
+
+    def exists(self, path: str) -> bool:
+        try:
+            self.fs.info(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def size(self, path: str) -> int:
+        return int(self.fs.info(path)["size"])
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        """List one directory level; a missing directory lists as empty."""
+        try:
+            self.fs.invalidate_cache(path)
+            rows = self.fs.ls(path, detail=True)
+        except FileNotFoundError:
+            return []
+        result = []
+        base = path.rstrip("/")
+        for row in rows:
+            full = str(row["name"]).rstrip("/")
+            if full == base:
+                # Some backends list a path that is a file as that file itself.
+                continue
+            result.append(
+                FileStatus(
+                    name=posixpath.basename(full),
+                    path=full,
+                    size=int(row.get("size") or 0),
+                    mtime=_mtime_of(row),
+                    is_dir=row.get("type") == "directory",
+                )
+            )
+        return result
+
+    def list_names(self, path: str) -> list[str]:
+        return [status.name for status in self.list_dir(path)]
+
+
+def _mtime_of(row: Mapping[str, Any]) -> float | None:
+    for key in ("mtime", "LastModified", "last_modified", "modified", "created"):
+        value = row.get(key)
+        if value is None:
+            continue
+        if isinstance(value, datetime):
+            return value.timestamp()
+        if isinstance(value, (int, float)):
+            return float(value)
+        try:
+            return datetime.fromisoformat(str(value)).timestamp()
+        except ValueError:
+            continue
+    return None

@@ -1,0 +1,175 @@
+"""Table options with Paimon's defaults, and the parsers for Paimon's duration and memory-size strings."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+INT_MAX = 2**31 - 1
+
+# Paimon CoreOptions defaults for the options this package reads. Version-dependent defaults
+# (``bucket``, ``file.format``) are resolved in :class:`TableOptions`.
+DEFAULTS: dict[str, str] = {
+    "bucket": "-1",
+    "file.format": "parquet",
+    "manifest.format": "avro",
+    "manifest.compression": "zstd",
+    "manifest.target-file-size": "8 mb",
+    "manifest.full-compaction-threshold-size": "16 mb",
+    "manifest.merge-min-count": "30",
+    "target-file-size": "256 mb",
+    "partition.default-name": "__DEFAULT_PARTITION__",
+    "partition.legacy-name": "true",
+    "data-file.prefix": "data-",
+    "changelog-file.prefix": "changelog-",
+    "changelog-producer": "none",
+    "deletion-vectors.enabled": "false",
+    "snapshot.num-retained.min": "10",
+    "snapshot.num-retained.max": str(INT_MAX),
+    "snapshot.time-retained": "1 h",
+    "snapshot.expire.limit": "50",
+    "snapshot.clean-empty-directories": "false",
+    "commit.max-retries": "10",
+    "write-only": "false",
+}
+
+_DURATION_UNITS = {
+    "ns": 1e-9, "nano": 1e-9, "nanos": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
+    "us": 1e-6, "µs": 1e-6, "micro": 1e-6, "micros": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
+    "ms": 1e-3, "milli": 1e-3, "millis": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
+    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
+    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
+    "h": 3600, "hour": 3600, "hours": 3600,
+    "d": 86400, "day": 86400, "days": 86400,
+}  # fmt: skip
+
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "bytes": 1,
+    "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
+    "m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20,
+    "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30,
+    "t": 1 << 40, "tb": 1 << 40, "tebibytes": 1 << 40,
+}  # fmt: skip
+
+_NUMBER_AND_UNIT = re.compile(r"^\s*(\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+
+
+def parse_duration(text: str) -> timedelta:
+    """Parse Paimon's durations: ``"1 h"``, ``"30min"``, ``"100 ms"``, ``"2d"``; a bare number is ms."""
+    match = _NUMBER_AND_UNIT.match(text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r}")
+    unit = match[2].lower() or "ms"
+    if unit not in _DURATION_UNITS:
+        raise ValueError(f"unknown duration unit {match[2]!r} in {text!r}")
+    return timedelta(seconds=int(match[1]) * _DURATION_UNITS[unit])
+
+
+def parse_memory_size(text: str) -> int:
+    """Parse Paimon's memory sizes (``"8 mb"``, ``"16MB"``, ``"1024"``) into bytes, 1024-based."""
+    match = _NUMBER_AND_UNIT.match(text)
+    if not match or match[2].lower() not in _MEMORY_UNITS:
+        raise ValueError(f"not a memory size: {text!r}")
+    return int(match[1]) * _MEMORY_UNITS[match[2].lower()]
+
+
+def parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    raise ValueError(f"not a boolean: {text!r}")
+
+
+@dataclass(frozen=True)
+class TableOptions:
+    """Typed access to a schema's options, falling back to Paimon's defaults.
+
+    ``schema_version`` matters for two defaults: tables written by Paimon 0.7 (schema version 1)
+    default to one bucket, and tables of schema version <= 2 default to ORC files.
+    """
+
+    raw: Mapping[str, str]
+    schema_version: int = 3
+
+    def get(self, key: str) -> str | None:
+        if key in self.raw:
+            return self.raw[key]
+        if key == "bucket" and self.schema_version <= 1:
+            return "1"
+        if key == "file.format" and self.schema_version <= 2:
+            return "orc"
+        return DEFAULTS.get(key)
+
+    def effective(self) -> dict[str, str]:
+        """Every option this package knows with its effective value, plus every option the table sets."""
+        merged = {key: value for key in DEFAULTS if (value := self.get(key)) is not None}
+        merged.update(self.raw)
+        return dict(sorted(merged.items()))
+
+    def _required(self, key: str) -> str:
+        value = self.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    @property
+    def bucket(self) -> int:
+        return int(self._required("bucket"))
+
+    @property
+    def file_format(self) -> str:
+        return self._required("file.format").lower()
+
+    @property
+    def manifest_format(self) -> str:
+        return self._required("manifest.format").lower()
+
+    @property
+    def manifest_compression(self) -> str:
+        return self._required("manifest.compression").lower()
+
+    @property
+    def manifest_target_file_size(self) -> int:
+        return parse_memory_size(self._required("manifest.target-file-size"))
+
+    @property
+    def manifest_full_compaction_threshold_size(self) -> int:
+        return parse_memory_size(self._required("manifest.full-compaction-threshold-size"))
+
+    @property
+    def manifest_merge_min_count(self) -> int:
+        return int(self._required("manifest.merge-min-count"))
+
+    @property
+    def target_file_size(self) -> int:
+        return parse_memory_size(self._required("target-file-size"))
+
+    @property
+    def partition_default_name(self) -> str:
+        return self._required("partition.default-name")
+
+    @property
+    def partition_legacy_name(self) -> bool:
+        return parse_bool(self._required("partition.legacy-name"))
+
+    @property
+    def data_file_path_directory(self) -> str | None:
+        return self.get("data-file.path-directory")
+
+    @property
+    def snapshot_num_retained_min(self) -> int:
+        return int(self._required("snapshot.num-retained.min"))
+
+    @property
+    def snapshot_num_retained_max(self) -> int:
+        return int(self._required("snapshot.num-retained.max"))
+
+    @property
+    def snapshot_time_retained(self) -> timedelta:
+        return parse_duration(self._required("snapshot.time-retained"))
+
+    @property
+    def snapshot_expire_limit(self) -> int:
+        return int(self._required("snapshot.expire.limit"))

@@ -1,0 +1,130 @@
+"""A Paimon table opened for reading: its FileIO, root, schemas, snapshots and manifests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from functools import cached_property
+from typing import Any, TypeVar
+
+from airflow_lakeformat.core import avro, paths
+from airflow_lakeformat.core.errors import (
+    CorruptMetadataError,
+    MissingMetadataError,
+    TableNotFoundError,
+    UnsupportedFormatError,
+)
+from airflow_lakeformat.core.io import FileIO
+from airflow_lakeformat.core.manifest import ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.schema import SCHEMA_PREFIX, TableSchema
+from airflow_lakeformat.core.snapshot import Snapshot
+from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
+
+T = TypeVar("T")
+DEFAULT_READ_PARALLELISM = 16
+
+
+class Table:
+    """Entry point to a table. Cheap to create; reads only what is asked for."""
+
+    def __init__(self, io: FileIO, root: str, branch: str = MAIN_BRANCH, read_parallelism: int = DEFAULT_READ_PARALLELISM):
+        self.io = io
+        self.root = root
+        self.branch = branch
+        self.read_parallelism = max(1, read_parallelism)
+        self.snapshot_manager = SnapshotManager(io, root, branch)
+        self.schema_dir = io.join(self.snapshot_manager.branch_root, paths.SCHEMA_DIR)
+        self.manifest_dir = io.join(root, paths.MANIFEST_DIR)
+
+    @classmethod
+    def open(
+        cls,
+        uri: str,
+        storage_options: Mapping[str, Any] | None = None,
+        branch: str = MAIN_BRANCH,
+        read_parallelism: int = DEFAULT_READ_PARALLELISM,
+    ) -> Table:
+        """Open the table rooted at ``uri`` (a local path or any fsspec URL) and check it is one we can read."""
+        io, root = FileIO.for_uri(uri, storage_options)
+        table = cls(io, root, branch, read_parallelism)
+        table.check_supported()
+        return table
+
+    @property
+    def uri(self) -> str:
+        return self.io.uri(self.root)
+
+    # -- schemas -------------------------------------------------------------------------------
+
+    def schema_ids(self) -> list[int]:
+        ids = []
+        for name in self.io.list_names(self.schema_dir):
+            suffix = name[len(SCHEMA_PREFIX) :] if name.startswith(SCHEMA_PREFIX) else ""
+            if suffix.isdigit():
+                ids.append(int(suffix))
+        return sorted(ids)
+
+    def schema_by_id(self, schema_id: int) -> TableSchema:
+        path = self.io.join(self.schema_dir, f"{SCHEMA_PREFIX}{schema_id}")
+        try:
+            data = self.io.read_bytes(path)
+        except FileNotFoundError as exc:
+            raise MissingMetadataError(self.io.uri(path)) from exc
+        try:
+            return TableSchema.from_json(json.loads(data))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptMetadataError(self.io.uri(path), f"not a valid schema JSON document ({exc})") from exc
+
+    @cached_property
+    def schema(self) -> TableSchema:
+        """The current (highest) schema."""
+        ids = self.schema_ids()
+        if not ids:
+            if not self.io.exists(self.root):
+                raise TableNotFoundError(self.uri, "the path does not exist")
+            raise TableNotFoundError(self.uri)
+        return self.schema_by_id(ids[-1])
+
+    def check_supported(self) -> None:
+        """Refuse tables whose format this release does not read (rather than misread them)."""
+        options = self.schema.table_options
+        if options.manifest_format != "avro":
+            raise UnsupportedFormatError(
+                self.uri, f"manifest.format={options.manifest_format!r} (only avro manifests are supported)"
+            )
+
+    # -- manifests -----------------------------------------------------------------------------
+
+    def manifest_path(self, name: str) -> str:
+        return self.io.join(self.manifest_dir, name)
+
+    def _read_metadata(self, name: str, referenced_by: str) -> bytes:
+        path = self.manifest_path(name)
+        try:
+            return self.io.read_bytes(path)
+        except FileNotFoundError as exc:
+            raise MissingMetadataError(self.io.uri(path), referenced_by) from exc
+
+    def manifest_list(self, name: str, referenced_by: str = "a snapshot") -> list[ManifestFileMeta]:
+        return avro.decode_manifest_list(self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name)))
+
+    def manifest(self, name: str, referenced_by: str = "a manifest list") -> list[ManifestEntry]:
+        return avro.decode_manifest(self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name)))
+
+    def data_manifests(self, snapshot: Snapshot) -> tuple[list[ManifestFileMeta], list[ManifestFileMeta]]:
+        """The base and delta manifest lists of a snapshot (tags are snapshots too)."""
+        owner = f"snapshot {snapshot.id}"
+        base = self.manifest_list(snapshot.base_manifest_list, owner)
+        delta = self.manifest_list(snapshot.delta_manifest_list, owner)
+        return base, delta
+
+    def read_manifests(self, metas: Sequence[ManifestFileMeta], referenced_by: str) -> list[list[ManifestEntry]]:
+        """Read many manifests in parallel, results in input order."""
+        return self.parallel_map(lambda m: self.manifest(m.file_name, referenced_by), metas)
+
+    def parallel_map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
+        if len(items) <= 1 or self.read_parallelism == 1:
+            return [fn(item) for item in items]
+        with ThreadPoolExecutor(max_workers=min(self.read_parallelism, len(items))) as pool:
+            return list(pool.map(fn, items))
