@@ -15,6 +15,9 @@ from typing import Any
 
 from airflow_lakeformat.core.errors import DuplicateFileError
 
+# A serialized BinaryRow of arity 0: stats and keys of tables without such fields.
+EMPTY_STATS_ROW = bytes(12)
+
 # The permanent on-disk identifier of data manifests and manifest lists (not a schema version).
 MANIFEST_VERSION = 2
 
@@ -52,6 +55,58 @@ class DataFileMeta:
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
+
+    @classmethod
+    def create(
+        cls,
+        file_name: str,
+        file_size: int,
+        row_count: int,
+        *,
+        min_key: bytes = EMPTY_STATS_ROW,
+        max_key: bytes = EMPTY_STATS_ROW,
+        key_stats: SimpleStats | None = None,
+        value_stats: SimpleStats | None = None,
+        min_sequence_number: int = 0,
+        max_sequence_number: int = 0,
+        schema_id: int = 0,
+        level: int = 0,
+        extra_files: list[str] | None = None,
+        creation_time: datetime | None = None,
+        delete_row_count: int | None = 0,
+        embedded_index: bytes | None = None,
+        file_source: FileSource | None = FileSource.APPEND,
+        value_stats_cols: list[str] | None = None,
+        external_path: str | None = None,
+        first_row_id: int | None = None,
+        write_cols: list[str] | None = None,
+    ) -> DataFileMeta:
+        empty = SimpleStats(EMPTY_STATS_ROW, EMPTY_STATS_ROW, [])
+        return cls(
+            {
+                "_FILE_NAME": file_name,
+                "_FILE_SIZE": file_size,
+                "_ROW_COUNT": row_count,
+                "_MIN_KEY": min_key,
+                "_MAX_KEY": max_key,
+                "_KEY_STATS": (key_stats or empty).to_record(),
+                "_VALUE_STATS": (value_stats or empty).to_record(),
+                "_MIN_SEQUENCE_NUMBER": min_sequence_number,
+                "_MAX_SEQUENCE_NUMBER": max_sequence_number,
+                "_SCHEMA_ID": schema_id,
+                "_LEVEL": level,
+                "_EXTRA_FILES": list(extra_files or []),
+                "_CREATION_TIME": creation_time,
+                "_DELETE_ROW_COUNT": delete_row_count,
+                "_EMBEDDED_FILE_INDEX": embedded_index,
+                "_FILE_SOURCE": None if file_source is None else int(file_source),
+                "_VALUE_STATS_COLS": value_stats_cols,
+                "_EXTERNAL_PATH": external_path,
+                "_FIRST_ROW_ID": first_row_id,
+                "_WRITE_COLS": write_cols,
+                "_WRITE_COLS_SEQUENCES": None,
+            }
+        )
 
     @property
     def file_name(self) -> str:
@@ -146,6 +201,21 @@ class ManifestEntry:
         self.bucket: int = record["_BUCKET"]
         self.total_buckets: int | None = record.get("_TOTAL_BUCKETS")
         self.file = DataFileMeta(record["_FILE"])
+
+    @classmethod
+    def create(
+        cls, kind: FileKind, partition: bytes, bucket: int, total_buckets: int, file: DataFileMeta
+    ) -> ManifestEntry:
+        return cls(
+            {
+                "_VERSION": MANIFEST_VERSION,
+                "_KIND": int(kind),
+                "_PARTITION": partition,
+                "_BUCKET": bucket,
+                "_TOTAL_BUCKETS": total_buckets,
+                "_FILE": file.record,
+            }
+        )
 
     def identifier(self) -> tuple[Any, ...]:
         """Paimon's ``FileEntry.Identifier``: what ADD and DELETE entries are matched on.

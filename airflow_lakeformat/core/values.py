@@ -80,8 +80,11 @@ def _shortest_float32(value: float) -> str:
     target = struct.unpack("<f", struct.pack("<f", value))[0]
     for precision in range(1, 10):
         candidate = f"{target:.{precision}g}"
-        if struct.unpack("<f", struct.pack("<f", float(candidate)))[0] == target:
-            return candidate
+        try:
+            if struct.unpack("<f", struct.pack("<f", float(candidate)))[0] == target:
+                return candidate
+        except OverflowError:  # rounding near FLT_MAX can leave the float32 range
+            continue
     return repr(target)
 
 

@@ -1,0 +1,29 @@
+"""Shared fixtures. Slow suites carry markers: interop (pypaimon venv), s3 (SeaweedFS), spark, airflow."""
+
+from __future__ import annotations
+
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+
+pytest_plugins = ["tests.support.seaweedfs", "tests.support.pypaimon"]
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def _sample_warehouse_pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    target = tmp_path_factory.mktemp("sample")
+    with tarfile.open(FIXTURES / "pypaimon-2.1.0-sample-warehouse.tar.gz") as archive:
+        archive.extractall(target, filter="data")
+    return target / "warehouse" / "db.db"
+
+
+@pytest.fixture
+def sample_tables(_sample_warehouse_pristine: Path, tmp_path: Path) -> Path:
+    """A private copy of the pypaimon-written sample (append_tbl, pk_tbl, append_ovw_tbl) per test."""
+    copy = tmp_path / "db.db"
+    shutil.copytree(_sample_warehouse_pristine, copy)
+    return copy
