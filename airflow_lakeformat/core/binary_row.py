@@ -106,7 +106,8 @@ def _read_field(row: memoryview, slot: int, dtype: DataType) -> Any:
             unscaled = _I64.unpack_from(row, slot)[0]
         else:
             unscaled = int.from_bytes(_var_part(row, slot), "big", signed=True)
-        return Decimal(unscaled).scaleb(-scale)
+        # Built from its digits: Decimal arithmetic would round to the context's 28 digits.
+        return Decimal((1 if unscaled < 0 else 0, tuple(int(d) for d in str(abs(unscaled))), -scale))
     if root in TIMESTAMP_ROOTS:
         if dtype.is_compact_timestamp:
             return Timestamp(_I64.unpack_from(row, slot)[0], 0)
@@ -212,10 +213,19 @@ def _write_field(w: _Writer, pos: int, value: Any, dtype: DataType) -> None:
 
 def _unscaled(value: Any, scale: int) -> int:
     dec = value if isinstance(value, Decimal) else Decimal(str(value))
-    quantized = dec.scaleb(scale)
-    if quantized != quantized.to_integral_value():
-        raise ValueError(f"decimal {value} has more than {scale} fraction digits")
-    return int(quantized)
+    sign, digits, exponent = dec.as_tuple()
+    if not isinstance(exponent, int):
+        raise ValueError(f"decimal {value} is not finite")
+    # Exact integer arithmetic: Decimal operations would round to the context's 28 digits.
+    magnitude = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale
+    if shift >= 0:
+        magnitude *= 10**shift
+    else:
+        magnitude, remainder = divmod(magnitude, 10**-shift)
+        if remainder:
+            raise ValueError(f"decimal {value} has more than {scale} fraction digits")
+    return -magnitude if sign else magnitude
 
 
 def _java_big_integer_bytes(value: int) -> bytes:

@@ -101,8 +101,10 @@ def legacy_partition_string(value: Any, dtype: DataType) -> str:
         day, nano_of_day = _local_date_time_parts(value)
         return f"{day.isoformat()}T{_java_local_time(nano_of_day)}"
     if root in BINARY_ROOTS:
-        # Java would print the array's identity hash ("[B@1b6d3586"), which no reader can reproduce.
-        raise ValueError(f"a {dtype.sql()} partition key has no reproducible legacy partition name")
+        # Java prints the array's identity hash ("[B@1b6d3586"), which nobody can reproduce; pypaimon
+        # prints Python's repr ("b'\\x01'"). We follow pypaimon, the only reproducible convention, so
+        # paths of Java-written tables with binary partition keys cannot be computed.
+        return repr(bytes(value))
     return str(value)
 
 

@@ -21,6 +21,11 @@ def _float32(x: float) -> float:
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
+def _exact(unscaled: int, scale: int) -> Decimal:
+    """A decimal with exactly these digits (Decimal arithmetic would round to 28 digits)."""
+    return Decimal(f"{unscaled}E-{scale}")
+
+
 # One strategy of internal values per atomic type.
 STRATEGIES = {
     "BOOLEAN": st.booleans(),
@@ -30,9 +35,9 @@ STRATEGIES = {
     "BIGINT": st.integers(-(2**63), 2**63 - 1),
     "FLOAT": st.floats(width=32, allow_nan=False),
     "DOUBLE": st.floats(allow_nan=False),
-    "DECIMAL(10, 2)": st.integers(-(10**10) + 1, 10**10 - 1).map(lambda u: Decimal(u).scaleb(-2)),
+    "DECIMAL(10, 2)": st.integers(-(10**10) + 1, 10**10 - 1).map(lambda u: _exact(u, 2)),
     "DECIMAL(18, 0)": st.integers(-(10**18) + 1, 10**18 - 1).map(Decimal),
-    "DECIMAL(38, 10)": st.integers(-(10**38) + 1, 10**38 - 1).map(lambda u: Decimal(u).scaleb(-10)),
+    "DECIMAL(38, 10)": st.integers(-(10**38) + 1, 10**38 - 1).map(lambda u: _exact(u, 10)),
     "DATE": INT32,
     "TIME": st.integers(0, 86_399_999),
     "TIMESTAMP(3)": st.integers(-(2**62), 2**62).map(lambda ms: Timestamp(ms, 0)),
@@ -126,6 +131,15 @@ def test_null_non_compact_decimal_and_timestamp_reserve_variable_part_like_java(
     assert slot0 == (header + 16) << 32
     assert slot1 == (header + 32) << 32
     assert binary_row.decode(encoded, [dec, ts]) == [None, None]
+
+
+def test_38_digit_decimals_keep_every_digit() -> None:
+    dec = parse_type("DECIMAL(38, 10)")
+    value = Decimal("1234567890123456789012345678.0123456789")
+    decoded = binary_row.decode(binary_row.encode([value], [dec]), [dec])[0]
+    assert str(decoded) == "1234567890123456789012345678.0123456789"
+    with pytest.raises(ValueError, match="fraction digits"):
+        binary_row.encode([Decimal("1.00000000001")], [dec])
 
 
 def test_decimal_bytes_are_minimal_twos_complement() -> None:

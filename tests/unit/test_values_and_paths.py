@@ -66,9 +66,9 @@ def test_legacy_and_cast_partition_strings(type_sql: str, value: object, legacy:
     assert cast_partition_string(value, dtype) == cast
 
 
-def test_binary_partition_keys_have_no_legacy_name() -> None:
-    with pytest.raises(ValueError, match="legacy partition name"):
-        legacy_partition_string(b"\x01", parse_type("BYTES"))
+def test_binary_partition_keys_follow_pypaimon_naming() -> None:
+    # Java would print an identity hash; pypaimon's repr is the only reproducible name.
+    assert legacy_partition_string(b"\x01\xff'", parse_type("BYTES")) == "b\"\\x01\\xff'\""
 
 
 def test_escaping_matches_paimon_character_set() -> None:

@@ -1,0 +1,101 @@
+"""The read path over S3 (a real SeaweedFS server): same answers as on the local filesystem."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_lakeformat import cli
+from airflow_lakeformat.core.snapshot import CommitKind
+from tests.support.seaweedfs import SeaweedFSServer, upload_tree
+from tests.support.tables import TableBuilder
+from tests.unit.test_cli import run
+
+pytestmark = pytest.mark.s3
+
+
+def cli_json(*argv: str, env: dict[str, str] | None = None) -> Any:
+    """Run the real console entry point in a subprocess, so the environment path is exercised."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "airflow_lakeformat.cli", *argv, "--json"],
+        capture_output=True, text=True, check=False, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def without_table_uri(document: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if k != "table"}
+
+
+def storage_options_args(server: SeaweedFSServer) -> list[str]:
+    return [
+        "--storage-option", f"key={server.access_key}",
+        "--storage-option", f"secret={server.secret_key}",
+        "--storage-option", f"endpoint_url={server.endpoint_url}",
+        "--storage-option", f"client_kwargs.region_name={server.region}",
+    ]  # fmt: skip
+
+
+def escaping_table(root: Path) -> TableBuilder:
+    b = TableBuilder(root, [("d", "DATE"), ("s", "STRING"), ("v", "INT")], ["d", "s"])
+    first = [b.entry((date(2024, 1, 1), "a/b:c=d")), b.entry((None, ""))]
+    b.commit(first, write_data_files=True)
+    b.tag("t1", b.snapshots[-1])
+    b.commit(
+        [b.delete_of(first[0]), b.entry((date(2024, 1, 2), "x#y%z?"))],
+        CommitKind.OVERWRITE,
+        write_data_files=True,
+    )
+    return b
+
+
+def test_files_snapshots_manifests_match_local_through_env_and_options(
+    sample_tables: Path, tmp_path: Path, seaweedfs: SeaweedFSServer, s3_bucket: str
+) -> None:
+    fs = seaweedfs.fs()
+    tables = {name: sample_tables / name for name in ("append_tbl", "pk_tbl", "append_ovw_tbl")}
+    tables["escaping"] = escaping_table(tmp_path / "escaping").root
+    for name, local in tables.items():
+        remote = f"{s3_bucket}/wh/{name}"
+        upload_tree(fs, local, remote)
+        for command in (["snapshots"], ["manifests"], ["files"]):
+            local_doc = cli_json(*command, str(local))
+            via_env = cli_json(*command, remote, env=seaweedfs.env())
+            assert without_table_uri(via_env) == without_table_uri(local_doc), (name, command)
+            assert via_env["table"] == remote
+        code, out, err = run("files", remote, "--json", *storage_options_args(seaweedfs))
+        assert code == 0, err
+        assert without_table_uri(json.loads(out)) == without_table_uri(cli_json("files", str(local)))
+    tagged = cli_json("files", f"{s3_bucket}/wh/escaping", "--tag", "t1", env=seaweedfs.env())
+    assert sorted(f["partition"]["s"] for f in tagged["files"]) == ["", "a/b:c=d"]
+    for f in tagged["files"]:
+        assert fs.exists(f"{s3_bucket.removeprefix('s3://')}/wh/escaping/{f['path']}"), f["path"]
+
+
+def test_corruption_and_hint_fallbacks_over_s3(
+    sample_tables: Path, seaweedfs: SeaweedFSServer, s3_bucket: str
+) -> None:
+    fs = seaweedfs.fs()
+    remote = f"{s3_bucket}/t"
+    key = remote.removeprefix("s3://")
+    upload_tree(fs, sample_tables / "append_ovw_tbl", remote)
+    options = storage_options_args(seaweedfs)
+    fs.pipe_file(f"{key}/snapshot/LATEST", b"2")  # behind the real latest
+    code, out, _ = run("files", remote, "--json", *options)
+    assert code == 0 and json.loads(out)["snapshot"] == 4
+    fs.pipe_file(f"{key}/snapshot/LATEST", b"12")  # names a missing snapshot
+    assert json.loads(run("files", remote, "--json", *options)[1])["snapshot"] == 4
+    manifests = json.loads(run("manifests", remote, "--json", *options)[1])["manifests"]
+    fs.rm(f"{key}/manifest/{manifests[0]['fileName']}")
+    code, out, err = run("files", remote, "--json", *options)
+    assert code == cli.EXIT_CORRUPT and out == "" and manifests[0]["fileName"] in err
+    code, _, err = run("files", f"{s3_bucket}/no-such-table", "--json", *options)
+    assert code == cli.EXIT_NO_TABLE and "not a Paimon table" in err
