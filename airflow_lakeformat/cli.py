@@ -25,6 +25,7 @@ from datetime import datetime, timezone
 from typing import Any, TextIO
 
 from airflow_lakeformat import __version__
+from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.errors import (
     CorruptMetadataError,
     LakeformatError,
@@ -110,12 +111,23 @@ def cmd_snapshots(args: argparse.Namespace, out: TextIO) -> None:
 def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
     table = _open(args)
     snapshot, tag = _selected_snapshot(table, args)
-    rows = [f.to_json() for f in live_files(table, snapshot)] if snapshot else []
+    rows = (
+        [f.to_json() for f in live_files(table, snapshot, progress.for_stream(sys.stderr))]
+        if snapshot
+        else []
+    )
     rows.sort(key=lambda r: r["path"])
     if args.json:
-        _emit_json({"table": table.uri, "snapshot": snapshot.id if snapshot else None, "tag": tag, "files": rows}, out)
+        _emit_json(
+            {"table": table.uri, "snapshot": snapshot.id if snapshot else None, "tag": tag, "files": rows},
+            out,
+        )
         return
-    _print_rows(rows, ["path", "bucket", "level", "rowCount", "fileSize", "minSequenceNumber", "maxSequenceNumber"], out)
+    _print_rows(
+        rows,
+        ["path", "bucket", "level", "rowCount", "fileSize", "minSequenceNumber", "maxSequenceNumber"],
+        out,
+    )
 
 
 def cmd_manifests(args: argparse.Namespace, out: TextIO) -> None:
@@ -123,7 +135,9 @@ def cmd_manifests(args: argparse.Namespace, out: TextIO) -> None:
     snapshot, _ = _selected_snapshot(table, args)
     rows = manifest_rows(table, snapshot) if snapshot else []
     if args.json:
-        _emit_json({"table": table.uri, "snapshot": snapshot.id if snapshot else None, "manifests": rows}, out)
+        _emit_json(
+            {"table": table.uri, "snapshot": snapshot.id if snapshot else None, "manifests": rows}, out
+        )
         return
     _print_rows(rows, ["fileName", "list", "fileSize", "numAddedFiles", "numDeletedFiles", "schemaId"], out)
 
@@ -163,7 +177,9 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="lakeformat", description="Inspect and maintain Apache Paimon tables.")
+    parser = argparse.ArgumentParser(
+        prog="lakeformat", description="Inspect and maintain Apache Paimon tables."
+    )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="print a traceback on errors")
     common = argparse.ArgumentParser(add_help=False)
@@ -178,7 +194,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--json", action="store_true", help="print one JSON document")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def add(name: str, fn: Callable[[argparse.Namespace, TextIO], None], help_text: str) -> argparse.ArgumentParser:
+    def add(
+        name: str, fn: Callable[[argparse.Namespace, TextIO], None], help_text: str
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
         p.set_defaults(func=fn)
         return p

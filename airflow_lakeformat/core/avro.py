@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 from fastavro.types import Schema
@@ -125,15 +125,15 @@ def read_records(data: bytes, path: str) -> tuple[dict[str, Any], list[dict[str,
     """Decode an Avro object container file; any decoding failure names the file."""
     try:
         reader = fastavro.reader(io.BytesIO(data))
-        records = list(reader)
-        writer_schema = reader.writer_schema
+        records = cast(list[dict[str, Any]], list(reader))
+        writer_schema: Any = reader.writer_schema
     except Exception as exc:  # fastavro raises many types (EOFError, ValueError, KeyError...)
         if "you need to install" in str(exc):
             raise CodecUnavailableError(path, str(exc)) from exc
         raise CorruptMetadataError(path, f"not a readable Avro file ({type(exc).__name__}: {exc})") from exc
     if not isinstance(writer_schema, dict):
         # Paimon 0.8 wrote the top level as ["null", record].
-        writer_schema = next((s for s in writer_schema if isinstance(s, dict)), {})  # type: ignore[union-attr]
+        writer_schema = next((s for s in writer_schema if isinstance(s, dict)), {})
     return writer_schema, records
 
 
@@ -144,7 +144,8 @@ def _check_versions(records: Iterable[Mapping[str, Any]], path: str) -> None:
         version = record.get("_VERSION")
         if version != MANIFEST_VERSION:
             raise UnsupportedFormatError(
-                path, f"_VERSION {version} (only {MANIFEST_VERSION} is supported; version 1 tables must be recreated)"
+                path,
+                f"_VERSION {version} (only {MANIFEST_VERSION} is supported; version 1 tables must be recreated)",
             )
 
 
@@ -163,10 +164,14 @@ def decode_manifest(data: bytes, path: str) -> list[ManifestEntry]:
     try:
         return [ManifestEntry(r) for r in records]
     except (KeyError, TypeError, ValueError) as exc:
-        raise CorruptMetadataError(path, f"manifest entry is malformed ({type(exc).__name__}: {exc})") from exc
+        raise CorruptMetadataError(
+            path, f"manifest entry is malformed ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
-def encode(schema: Mapping[str, Any], records: Iterable[Mapping[str, Any]], compression: str = "zstd") -> bytes:
+def encode(
+    schema: Mapping[str, Any], records: Iterable[Mapping[str, Any]], compression: str = "zstd"
+) -> bytes:
     """Write records as an Avro object container file with Paimon's codec naming."""
     codec = CODECS.get(compression.lower())
     if codec is None:
@@ -178,12 +183,16 @@ def encode(schema: Mapping[str, Any], records: Iterable[Mapping[str, Any]], comp
 
 
 def encode_manifest_list(
-    metas: Iterable[ManifestFileMeta], compression: str = "zstd", extra_fields: Sequence[Mapping[str, Any]] = ()
+    metas: Iterable[ManifestFileMeta],
+    compression: str = "zstd",
+    extra_fields: Sequence[Mapping[str, Any]] = (),
 ) -> bytes:
     return encode(manifest_file_meta_schema(extra_fields), (m.record for m in metas), compression)
 
 
 def encode_manifest(
-    entries: Iterable[ManifestEntry], compression: str = "zstd", extra_file_fields: Sequence[Mapping[str, Any]] = ()
+    entries: Iterable[ManifestEntry],
+    compression: str = "zstd",
+    extra_file_fields: Sequence[Mapping[str, Any]] = (),
 ) -> bytes:
     return encode(manifest_entry_schema(extra_file_fields), (e.record for e in entries), compression)

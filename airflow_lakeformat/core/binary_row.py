@@ -212,12 +212,12 @@ def _write_field(w: _Writer, pos: int, value: Any, dtype: DataType) -> None:
 
 
 def _unscaled(value: Any, scale: int) -> int:
-    dec = value if isinstance(value, Decimal) else Decimal(str(value))
+    dec: Decimal = value if isinstance(value, Decimal) else Decimal(str(value))
     sign, digits, exponent = dec.as_tuple()
     if not isinstance(exponent, int):
         raise ValueError(f"decimal {value} is not finite")
     # Exact integer arithmetic: Decimal operations would round to the context's 28 digits.
-    magnitude = int("".join(map(str, digits)) or "0")
+    magnitude: int = int("".join(map(str, digits)) or "0")
     shift = exponent + scale
     if shift >= 0:
         magnitude *= 10**shift

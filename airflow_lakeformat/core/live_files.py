@@ -7,6 +7,7 @@ from typing import Any
 
 from airflow_lakeformat.core.manifest import ManifestEntry, iter_added, merge_entries
 from airflow_lakeformat.core.paths import DataFilePaths
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 from airflow_lakeformat.core.snapshot import Snapshot
 from airflow_lakeformat.core.table import Table
 
@@ -35,18 +36,18 @@ class LiveFile:
         }
 
 
-def live_entries(table: Table, snapshot: Snapshot) -> list[ManifestEntry]:
+def live_entries(table: Table, snapshot: Snapshot, progress: Progress = NO_PROGRESS) -> list[ManifestEntry]:
     """ADD entries live in ``snapshot``: base then delta manifests, merged with Paimon's identity rule."""
     base, delta = table.data_manifests(snapshot)
     merged: dict[tuple[Any, ...], ManifestEntry] = {}
-    for entries in table.read_manifests(base + delta, f"snapshot {snapshot.id}"):
+    for entries in table.read_manifests(base + delta, f"snapshot {snapshot.id}", progress):
         merge_entries(entries, merged)
     return list(iter_added(merged))
 
 
-def live_files(table: Table, snapshot: Snapshot) -> list[LiveFile]:
+def live_files(table: Table, snapshot: Snapshot, progress: Progress = NO_PROGRESS) -> list[LiveFile]:
     paths = DataFilePaths(table.schema)
     return [
         LiveFile(entry, paths.relative_path(entry), paths.partitions.to_json(entry.partition))
-        for entry in live_entries(table, snapshot)
+        for entry in live_entries(table, snapshot, progress)
     ]

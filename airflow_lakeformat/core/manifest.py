@@ -45,7 +45,11 @@ class SimpleStats:
         return cls(record["_MIN_VALUES"], record["_MAX_VALUES"], record.get("_NULL_COUNTS"))
 
     def to_record(self) -> dict[str, Any]:
-        return {"_MIN_VALUES": self.min_values, "_MAX_VALUES": self.max_values, "_NULL_COUNTS": self.null_counts}
+        return {
+            "_MIN_VALUES": self.min_values,
+            "_MAX_VALUES": self.max_values,
+            "_NULL_COUNTS": self.null_counts,
+        }
 
 
 class DataFileMeta:

@@ -73,7 +73,9 @@ def manifest_file_meta(
         "_MAX_LEVEL": max(levels) if levels else None,
         "_MIN_ROW_ID": min(r for r in row_ids if r is not None) if has_row_ids else None,
         "_MAX_ROW_ID": (
-            max(e.file.first_row_id + e.file.row_count - 1 for e in entries if e.file.first_row_id is not None)
+            max(
+                e.file.first_row_id + e.file.row_count - 1 for e in entries if e.file.first_row_id is not None
+            )
             if has_row_ids
             else None
         ),

@@ -38,7 +38,7 @@ POSTPONE_BUCKET = -2
 
 # ASCII 0x00-0x1F, 0x7F and these characters are escaped in partition directory names (Paimon's
 # PartitionPathUtils; the same set as Hive's).
-_ESCAPED = frozenset([*map(chr, range(0x20)), "\x7f", *'"#%\'*/:=?\\{}[]^'])
+_ESCAPED = frozenset([*map(chr, range(0x20)), "\x7f", *"\"#%'*/:=?\\{}[]^"])
 
 
 def escape_path_name(text: str) -> str:
@@ -87,7 +87,9 @@ class PartitionCodec:
         if cached is None:
             cached = binary_row.decode(partition, self.types)
             if len(cached) != len(self.keys):
-                raise ValueError(f"partition row has {len(cached)} fields, the table has {len(self.keys)} keys")
+                raise ValueError(
+                    f"partition row has {len(cached)} fields, the table has {len(self.keys)} keys"
+                )
             self._values[partition] = cached
         return cached
 
@@ -108,7 +110,9 @@ class PartitionCodec:
         """``k1=v1/k2=v2`` (escaped), or ``""`` for an unpartitioned table."""
         cached = self._paths.get(partition)
         if cached is None:
-            cached = "/".join(f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in self.spec(partition).items())
+            cached = "/".join(
+                f"{escape_path_name(k)}={escape_path_name(v)}" for k, v in self.spec(partition).items()
+            )
             self._paths[partition] = cached
         return cached
 

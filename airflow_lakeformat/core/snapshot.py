@@ -114,7 +114,9 @@ class Snapshot:
 
     def to_bytes(self) -> bytes:
         """Jackson-like pretty JSON; Paimon readers ignore layout and key order."""
-        return json.dumps(self.to_json(), indent=2, separators=(",", " : "), ensure_ascii=False).encode("utf-8")
+        return json.dumps(self.to_json(), indent=2, separators=(",", " : "), ensure_ascii=False).encode(
+            "utf-8"
+        )
 
     @property
     def tag_create_time(self) -> Any:

@@ -58,7 +58,9 @@ class SnapshotManager:
         self.table_root = table_root
         self.branch = branch
         self.branch_root = (
-            table_root if branch == MAIN_BRANCH else io.join(table_root, paths.BRANCH_DIR, paths.BRANCH_PREFIX + branch)
+            table_root
+            if branch == MAIN_BRANCH
+            else io.join(table_root, paths.BRANCH_DIR, paths.BRANCH_PREFIX + branch)
         )
         self.snapshot_dir = io.join(self.branch_root, paths.SNAPSHOT_DIR)
         self.tag_dir = io.join(self.branch_root, paths.TAG_DIR)
@@ -121,9 +123,13 @@ class SnapshotManager:
         try:
             snapshot = self.read_snapshot_file(path)
         except FileNotFoundError as exc:
-            raise SnapshotNotFoundError(f"snapshot {snapshot_id} does not exist ({self.io.uri(path)})") from exc
+            raise SnapshotNotFoundError(
+                f"snapshot {snapshot_id} does not exist ({self.io.uri(path)})"
+            ) from exc
         if snapshot.id != snapshot_id:
-            raise CorruptMetadataError(self.io.uri(path), f"file of snapshot {snapshot_id} holds snapshot id {snapshot.id}")
+            raise CorruptMetadataError(
+                self.io.uri(path), f"file of snapshot {snapshot_id} holds snapshot id {snapshot.id}"
+            )
         return snapshot
 
     def read_snapshot_file(self, path: str) -> Snapshot:
@@ -143,7 +149,8 @@ class SnapshotManager:
                 continue
             if snapshot.version > SNAPSHOT_VERSION:
                 raise UnsupportedFormatError(
-                    self.io.uri(path), f"snapshot version {snapshot.version} (this release reads up to {SNAPSHOT_VERSION})"
+                    self.io.uri(path),
+                    f"snapshot version {snapshot.version} (this release reads up to {SNAPSHOT_VERSION})",
                 )
             return snapshot
         raise CorruptMetadataError(self.io.uri(path), f"not a valid snapshot JSON document ({last_error})")
@@ -206,7 +213,9 @@ class SnapshotManager:
             except FileNotFoundError:
                 continue
             except (ValueError, KeyError, TypeError) as exc:
-                raise CorruptMetadataError(self.io.uri(status.path), f"not a valid consumer file ({exc})") from exc
+                raise CorruptMetadataError(
+                    self.io.uri(status.path), f"not a valid consumer file ({exc})"
+                ) from exc
             result.append(Consumer(status.name[len(paths.CONSUMER_PREFIX) :], next_snapshot))
         return sorted(result, key=lambda c: c.consumer_id)
 

@@ -17,6 +17,7 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.manifest import ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 from airflow_lakeformat.core.schema import SCHEMA_PREFIX, TableSchema
 from airflow_lakeformat.core.snapshot import Snapshot
 from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
@@ -28,7 +29,13 @@ DEFAULT_READ_PARALLELISM = 16
 class Table:
     """Entry point to a table. Cheap to create; reads only what is asked for."""
 
-    def __init__(self, io: FileIO, root: str, branch: str = MAIN_BRANCH, read_parallelism: int = DEFAULT_READ_PARALLELISM):
+    def __init__(
+        self,
+        io: FileIO,
+        root: str,
+        branch: str = MAIN_BRANCH,
+        read_parallelism: int = DEFAULT_READ_PARALLELISM,
+    ):
         self.io = io
         self.root = root
         self.branch = branch
@@ -74,7 +81,9 @@ class Table:
         try:
             return TableSchema.from_json(json.loads(data))
         except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptMetadataError(self.io.uri(path), f"not a valid schema JSON document ({exc})") from exc
+            raise CorruptMetadataError(
+                self.io.uri(path), f"not a valid schema JSON document ({exc})"
+            ) from exc
 
     @cached_property
     def schema(self) -> TableSchema:
@@ -107,10 +116,14 @@ class Table:
             raise MissingMetadataError(self.io.uri(path), referenced_by) from exc
 
     def manifest_list(self, name: str, referenced_by: str = "a snapshot") -> list[ManifestFileMeta]:
-        return avro.decode_manifest_list(self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name)))
+        return avro.decode_manifest_list(
+            self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
+        )
 
     def manifest(self, name: str, referenced_by: str = "a manifest list") -> list[ManifestEntry]:
-        return avro.decode_manifest(self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name)))
+        return avro.decode_manifest(
+            self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
+        )
 
     def data_manifests(self, snapshot: Snapshot) -> tuple[list[ManifestFileMeta], list[ManifestFileMeta]]:
         """The base and delta manifest lists of a snapshot (tags are snapshots too)."""
@@ -119,9 +132,21 @@ class Table:
         delta = self.manifest_list(snapshot.delta_manifest_list, owner)
         return base, delta
 
-    def read_manifests(self, metas: Sequence[ManifestFileMeta], referenced_by: str) -> list[list[ManifestEntry]]:
+    def read_manifests(
+        self, metas: Sequence[ManifestFileMeta], referenced_by: str, progress: Progress = NO_PROGRESS
+    ) -> list[list[ManifestEntry]]:
         """Read many manifests in parallel, results in input order."""
-        return self.parallel_map(lambda m: self.manifest(m.file_name, referenced_by), metas)
+
+        def read(meta: ManifestFileMeta) -> list[ManifestEntry]:
+            entries = self.manifest(meta.file_name, referenced_by)
+            progress.advance()
+            return entries
+
+        progress.start(f"reading manifests of {referenced_by}", len(metas))
+        try:
+            return self.parallel_map(read, metas)
+        finally:
+            progress.finish()
 
     def parallel_map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
         if len(items) <= 1 or self.read_parallelism == 1:

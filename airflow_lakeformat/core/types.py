@@ -149,7 +149,9 @@ def parse_type(spec: Any) -> DataType:
     if root in ("ARRAY", "MULTISET"):
         return DataType(root, nullable, element=parse_type(spec["element"]), raw=spec)
     if root == "MAP":
-        return DataType(root, nullable, key=parse_type(spec["key"]), value=parse_type(spec["value"]), raw=spec)
+        return DataType(
+            root, nullable, key=parse_type(spec["key"]), value=parse_type(spec["value"]), raw=spec
+        )
     if root == "ROW":
         fields = tuple(DataField.from_json(f) for f in spec.get("fields", []))
         return DataType(root, nullable, fields=fields, raw=spec)

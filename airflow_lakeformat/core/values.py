@@ -59,10 +59,7 @@ def java_float_to_string(value: float, single_precision: bool = False) -> str:
         return "Infinity" if value > 0 else "-Infinity"
     if value == 0:
         return "-0.0" if math.copysign(1.0, value) < 0 else "0.0"
-    if single_precision:
-        digits = _shortest_float32(value)
-    else:
-        digits = repr(value)
+    digits = _shortest_float32(value) if single_precision else repr(value)
     dec = Decimal(digits)
     magnitude = abs(value)
     if 1e-3 <= magnitude < 1e7:
@@ -157,7 +154,15 @@ def to_json_value(value: Any, dtype: DataType) -> Any:
         return format(value, "f")
     if root in BINARY_ROOTS or root in ("VARIANT", "BLOB"):
         return bytes(value).hex()
-    if root in CHARACTER_ROOTS or root in ("BOOLEAN", "FLOAT", "DOUBLE", "TINYINT", "SMALLINT", "INT", "BIGINT"):
+    if root in CHARACTER_ROOTS or root in (
+        "BOOLEAN",
+        "FLOAT",
+        "DOUBLE",
+        "TINYINT",
+        "SMALLINT",
+        "INT",
+        "BIGINT",
+    ):
         return value
     raise ValueError(f"no JSON rendering for {dtype.sql()}")
 

@@ -22,7 +22,16 @@ from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 
 pytestmark = pytest.mark.interop
 
-COMPARED = ("fileName", "rowCount", "fileSize", "partition", "bucket", "level", "minSequenceNumber", "maxSequenceNumber")
+COMPARED = (
+    "fileName",
+    "rowCount",
+    "fileSize",
+    "partition",
+    "bucket",
+    "level",
+    "minSequenceNumber",
+    "maxSequenceNumber",
+)
 
 
 @pytest.fixture(scope="session")
@@ -71,12 +80,18 @@ def test_files_equal_pypaimon_plan_at_every_snapshot_and_tag(
             assert (root / f["path"]).is_file(), (scenario, selector, f["path"])
 
 
-def test_every_scenario_shape_is_covered(oracle_plans: dict[str, Any], pypaimon_warehouse: dict[str, Any]) -> None:
+def test_every_scenario_shape_is_covered(
+    oracle_plans: dict[str, Any], pypaimon_warehouse: dict[str, Any]
+) -> None:
     assert len(oracle_plans["many_commits"]["snapshots"]) >= 40
     assert oracle_plans["overwrite_tag_consumer"]["tags"]
-    pk_buckets = {f["bucket"] for plan in oracle_plans["pk_buckets"]["snapshots"].values() for f in plan["files"]}
+    pk_buckets = {
+        f["bucket"] for plan in oracle_plans["pk_buckets"]["snapshots"].values() for f in plan["files"]
+    }
     assert len(pk_buckets) >= 3
-    partitions = [f["partition"] for p in oracle_plans["append_partitioned"]["snapshots"].values() for f in p["files"]]
+    partitions = [
+        f["partition"] for p in oracle_plans["append_partitioned"]["snapshots"].values() for f in p["files"]
+    ]
     strings = {p["s"] for p in partitions}
     assert None in strings and "" in strings and any("/" in s for s in strings if s)
     root = Path(pypaimon_warehouse["tables"]["append_partitioned"]["path"])
@@ -114,7 +129,10 @@ def _var_reserved(dtype: Any) -> bool:
 
 @pytest.mark.s3
 def test_same_plans_over_s3(
-    pypaimon_warehouse: dict[str, Any], oracle_plans: dict[str, Any], seaweedfs: SeaweedFSServer, s3_bucket: str
+    pypaimon_warehouse: dict[str, Any],
+    oracle_plans: dict[str, Any],
+    seaweedfs: SeaweedFSServer,
+    s3_bucket: str,
 ) -> None:
     fs = seaweedfs.fs()
     options = [

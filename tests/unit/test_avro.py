@@ -11,7 +11,13 @@ import pytest
 
 from airflow_lakeformat.core import avro
 from airflow_lakeformat.core.errors import CorruptMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta, SimpleStats
+from airflow_lakeformat.core.manifest import (
+    DataFileMeta,
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    SimpleStats,
+)
 from airflow_lakeformat.core.manifest_writer import manifest_file_meta
 from airflow_lakeformat.core.types import parse_type
 
@@ -23,7 +29,11 @@ def _stats(name: str, nullable: bool) -> object:
         "fields": [
             {"name": "_MIN_VALUES", "type": "bytes"},
             {"name": "_MAX_VALUES", "type": "bytes"},
-            {"name": "_NULL_COUNTS", "type": ["null", {"type": "array", "items": ["null", "long"]}], "default": None},
+            {
+                "name": "_NULL_COUNTS",
+                "type": ["null", {"type": "array", "items": ["null", "long"]}],
+                "default": None,
+            },
         ],
     }
     return ["null", record] if nullable else record
@@ -45,7 +55,11 @@ def paimon_08_entry_schema() -> object:
         {"name": "_SCHEMA_ID", "type": "long"},
         {"name": "_LEVEL", "type": "int"},
         {"name": "_EXTRA_FILES", "type": {"type": "array", "items": "string"}},
-        {"name": "_CREATION_TIME", "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}], "default": None},
+        {
+            "name": "_CREATION_TIME",
+            "type": ["null", {"type": "long", "logicalType": "timestamp-millis"}],
+            "default": None,
+        },
         {"name": "_DELETE_ROW_COUNT", "type": ["null", "long"], "default": None},
         {"name": "_EMBEDDED_FILE_INDEX", "type": ["null", "bytes"], "default": None},
     ]
@@ -121,13 +135,18 @@ def test_reads_paimon_08_nullable_records_with_every_codec(codec: str) -> None:
 
 
 def _java_entry(name: str, kind: FileKind = FileKind.ADD, **fields: object) -> ManifestEntry:
-    meta = DataFileMeta.create(name, 123, 7, creation_time=datetime(2026, 1, 1, tzinfo=timezone.utc), **fields)  # type: ignore[arg-type]
+    meta = DataFileMeta.create(
+        name, 123, 7, creation_time=datetime(2026, 1, 1, tzinfo=timezone.utc), **fields
+    )  # type: ignore[arg-type]
     return ManifestEntry.create(kind, INT_ROW, 0, 2, meta)
 
 
 @pytest.mark.parametrize("compression", ["zstd", "snappy", "deflate", "none"])
 def test_written_manifest_has_java_shape_and_round_trips(compression: str) -> None:
-    entries = [_java_entry("a.parquet"), _java_entry("b.parquet", FileKind.DELETE, extra_files=["b.parquet.index"])]
+    entries = [
+        _java_entry("a.parquet"),
+        _java_entry("b.parquet", FileKind.DELETE, extra_files=["b.parquet.index"]),
+    ]
     data = avro.encode_manifest(entries, compression)
     reader = fastavro.reader(io.BytesIO(data))
     schema = reader.writer_schema
@@ -172,7 +191,9 @@ def test_manifest_list_round_trip_and_pypaimon_extra_fields_are_carried() -> Non
 
 
 def test_unknown_fields_survive_a_rewrite_when_their_schema_is_carried() -> None:
-    schema = avro.manifest_entry_schema([{"name": "_FUTURE_FIELD", "type": ["null", "string"], "default": None}])
+    schema = avro.manifest_entry_schema(
+        [{"name": "_FUTURE_FIELD", "type": ["null", "string"], "default": None}]
+    )
     record = _java_entry("a.parquet").record
     record["_FILE"]["_FUTURE_FIELD"] = "kept"
     data = avro.encode(schema, [record])
@@ -186,7 +207,7 @@ def test_version_other_than_2_is_refused_naming_the_file() -> None:
     record = _java_entry("a.parquet").record
     record["_VERSION"] = 1
     data = avro.encode(avro.manifest_entry_schema(), [record])
-    with pytest.raises(UnsupportedFormatError, match="manifest-old.*_VERSION 1"):
+    with pytest.raises(UnsupportedFormatError, match=r"manifest-old.*_VERSION 1"):
         avro.decode_manifest(data, "manifest-old")
 
 

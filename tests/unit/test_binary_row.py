@@ -41,7 +41,9 @@ STRATEGIES = {
     "DATE": INT32,
     "TIME": st.integers(0, 86_399_999),
     "TIMESTAMP(3)": st.integers(-(2**62), 2**62).map(lambda ms: Timestamp(ms, 0)),
-    "TIMESTAMP(6)": st.tuples(st.integers(-(2**62), 2**62), st.integers(0, 999_999)).map(lambda t: Timestamp(*t)),
+    "TIMESTAMP(6)": st.tuples(st.integers(-(2**62), 2**62), st.integers(0, 999_999)).map(
+        lambda t: Timestamp(*t)
+    ),
     "TIMESTAMP(9) WITH LOCAL TIME ZONE": st.tuples(st.integers(-(2**62), 2**62), st.integers(0, 999_999)).map(
         lambda t: Timestamp(*t)
     ),

@@ -32,7 +32,12 @@ def test_snapshots_json(sample_tables: Path) -> None:
     assert [r["id"] for r in rows] == [1, 2, 3, 4]
     assert [r["commitKind"] for r in rows] == ["APPEND", "APPEND", "APPEND", "OVERWRITE"]
     assert rows[3]["deltaRecordCount"] == -1 and rows[3]["totalRecordCount"] == 3
-    assert [(r["baseManifestCount"], r["deltaManifestCount"]) for r in rows] == [(0, 1), (1, 1), (2, 1), (3, 1)]
+    assert [(r["baseManifestCount"], r["deltaManifestCount"]) for r in rows] == [
+        (0, 1),
+        (1, 1),
+        (2, 1),
+        (3, 1),
+    ]
     assert set(rows[0]) >= {"schemaId", "timeMillis", "commitUser", "commitIdentifier"}
 
 
@@ -61,7 +66,11 @@ def test_manifests_and_inspect(sample_tables: Path) -> None:
                      "before_overwrite -> snapshot 3", "my-consumer -> next snapshot 3", "manifest.target-file-size = 8 mb"):  # fmt: skip
         assert expected in text
     summary = json.loads(run("inspect", root, "--json")[1])
-    assert summary["live_file_count"] == 3 and summary["manifest_count"] == 4 and summary["small_file_share"] == 1.0
+    assert (
+        summary["live_file_count"] == 3
+        and summary["manifest_count"] == 4
+        and summary["small_file_share"] == 1.0
+    )
 
 
 def test_human_tables_print(sample_tables: Path) -> None:
@@ -102,3 +111,23 @@ def test_usage_error_exit_code(sample_tables: Path) -> None:
     with pytest.raises(SystemExit) as info:
         cli.main(["files", str(sample_tables), "--snapshot", "1", "--tag", "x"])
     assert info.value.code == cli.EXIT_USAGE
+
+
+def test_progress_is_drawn_on_a_terminal_and_cleared() -> None:
+    from airflow_lakeformat.core.progress import TerminalProgress, for_stream
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Tty()
+    reporter = for_stream(stream)
+    assert isinstance(reporter, TerminalProgress)
+    reporter.interval = 0.0
+    reporter.start("reading manifests", 3)
+    reporter.advance()
+    reporter.advance(2)
+    reporter.finish()
+    text = stream.getvalue()
+    assert "reading manifests: 1/3" in text and "reading manifests: 3/3" in text and text.endswith("\r\033[K")
+    assert not isinstance(for_stream(io.StringIO()), TerminalProgress)

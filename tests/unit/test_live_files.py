@@ -21,7 +21,11 @@ def names(table: Table, snapshot_id: int) -> list[str]:
 
 def test_overwrite_and_unmatched_deletes(tmp_path: Path) -> None:
     b = TableBuilder(tmp_path / "t", [("p", "STRING"), ("v", "INT")], ["p"])
-    a1, a2, b1 = b.entry(("a",), file_name="a1"), b.entry(("a",), file_name="a2"), b.entry(("b",), file_name="b1")
+    a1, a2, b1 = (
+        b.entry(("a",), file_name="a1"),
+        b.entry(("a",), file_name="a2"),
+        b.entry(("b",), file_name="b1"),
+    )
     b.commit([a1, a2])
     b.commit([b1])
     # The DELETEs' ADDs live in an older manifest: they must still cancel them.
@@ -33,7 +37,9 @@ def test_overwrite_and_unmatched_deletes(tmp_path: Path) -> None:
 
 
 def test_level_upgrade_is_a_different_identity(tmp_path: Path) -> None:
-    b = TableBuilder(tmp_path / "t", [("k", "INT"), ("v", "INT")], primary_keys=["k"], options={"bucket": "2"})
+    b = TableBuilder(
+        tmp_path / "t", [("k", "INT"), ("v", "INT")], primary_keys=["k"], options={"bucket": "2"}
+    )
     f0 = b.entry((), bucket=1, file_name="f", level=0)
     b.commit([f0])
     upgraded = b.entry((), bucket=1, file_name="f", level=5)
@@ -56,7 +62,7 @@ def test_duplicate_add_is_refused(tmp_path: Path) -> None:
     b.commit([e])
     b.commit([b.entry((1,), 0, "dup")])
     table = Table.open(str(b.root))
-    with pytest.raises(DuplicateFileError, match="dup.*added twice"):
+    with pytest.raises(DuplicateFileError, match=r"dup.*added twice"):
         live_entries(table, table.snapshot_manager.snapshot(2))
 
 

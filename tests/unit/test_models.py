@@ -89,14 +89,20 @@ def test_type_strings_parse(text: str, root: str, attrs: dict) -> None:
 
 
 def test_sql_spelling_of_constructed_types() -> None:
-    assert parse_type("TIMESTAMP(3) WITH LOCAL TIME ZONE NOT NULL").sql() == "TIMESTAMP(3) WITH LOCAL TIME ZONE NOT NULL"
+    assert (
+        parse_type("TIMESTAMP(3) WITH LOCAL TIME ZONE NOT NULL").sql()
+        == "TIMESTAMP(3) WITH LOCAL TIME ZONE NOT NULL"
+    )
     assert parse_type("STRING NOT NULL").sql() == "STRING NOT NULL"
     assert parse_type("DEC(5,1)").sql() == "DECIMAL(5, 1)"
 
 
 def test_compound_types_and_unknown_type() -> None:
     row = parse_type(
-        {"type": "ROW NOT NULL", "fields": [{"id": 5, "name": "x", "type": {"type": "ARRAY", "element": "INT"}}]}
+        {
+            "type": "ROW NOT NULL",
+            "fields": [{"id": 5, "name": "x", "type": {"type": "ARRAY", "element": "INT"}}],
+        }
     )
     assert row.root == "ROW" and not row.nullable and row.fields[0].type.element.root == "INT"  # type: ignore[union-attr]
     assert parse_type({"type": "MAP", "key": "STRING NOT NULL", "value": "BIGINT"}).key.nullable is False  # type: ignore[union-attr]

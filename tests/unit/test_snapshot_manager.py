@@ -37,7 +37,9 @@ def test_hints_are_used_when_they_agree_with_the_files(five: TableBuilder) -> No
 
 
 @pytest.mark.parametrize("latest", [None, "garbage", "", "3", "9", "0", "-1"])
-def test_latest_falls_back_to_listing_when_the_hint_is_missing_wrong_or_behind(five: TableBuilder, latest: str | None) -> None:
+def test_latest_falls_back_to_listing_when_the_hint_is_missing_wrong_or_behind(
+    five: TableBuilder, latest: str | None
+) -> None:
     hint = five.root / "snapshot" / "LATEST"
     if latest is None:
         hint.unlink()

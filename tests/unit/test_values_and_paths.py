@@ -10,7 +10,12 @@ import pytest
 from airflow_lakeformat.core import binary_row
 from airflow_lakeformat.core.binary_row import Timestamp
 from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry
-from airflow_lakeformat.core.paths import DataFilePaths, bucket_directory_name, escape_path_name, unescape_path_name
+from airflow_lakeformat.core.paths import (
+    DataFilePaths,
+    bucket_directory_name,
+    escape_path_name,
+    unescape_path_name,
+)
 from airflow_lakeformat.core.schema import TableSchema
 from airflow_lakeformat.core.types import DataField, parse_type
 from airflow_lakeformat.core.values import (
@@ -54,7 +59,12 @@ def test_java_floating_point_to_string(value: float, single: bool, expected: str
         ("TIMESTAMP(3)", Timestamp(1704164645123, 0), "2024-01-02T03:04:05.123", "2024-01-02 03:04:05.123"),
         ("TIMESTAMP(6)", Timestamp(1704164640000, 0), "2024-01-02T03:04", "2024-01-02 03:04:00.000000"),
         ("TIMESTAMP(0)", Timestamp(1704164645000, 0), "2024-01-02T03:04:05", "2024-01-02 03:04:05"),
-        ("TIMESTAMP(9)", Timestamp(1704164645000, 1), "2024-01-02T03:04:05.000000001", "2024-01-02 03:04:05.000000001"),
+        (
+            "TIMESTAMP(9)",
+            Timestamp(1704164645000, 1),
+            "2024-01-02T03:04:05.000000001",
+            "2024-01-02 03:04:05.000000001",
+        ),
         ("TIMESTAMP(6)", Timestamp(-1, 0), "1969-12-31T23:59:59.999", "1969-12-31 23:59:59.999000"),
         ("TIME(3)", 3_723_004, "3723004", "01:02:03.004"),
         ("STRING", "a b", "a b", "a b"),
@@ -68,14 +78,14 @@ def test_legacy_and_cast_partition_strings(type_sql: str, value: object, legacy:
 
 def test_binary_partition_keys_follow_pypaimon_naming() -> None:
     # Java would print an identity hash; pypaimon's repr is the only reproducible name.
-    assert legacy_partition_string(b"\x01\xff'", parse_type("BYTES")) == "b\"\\x01\\xff'\""
+    assert legacy_partition_string(b"\x01\xff'", parse_type("BYTES")) == 'b"\\x01\\xff\'"'
 
 
 def test_escaping_matches_paimon_character_set() -> None:
     assert escape_path_name("a/b:c=d") == "a%2Fb%3Ac%3Dd"
     assert escape_path_name("x#y%z?") == "x%23y%25z%3F"
     assert escape_path_name("\x00\x1f\x7f") == "%00%1F%7F"
-    assert escape_path_name('"\'*\\{}[]^') == "%22%27%2A%5C%7B%7D%5B%5D%5E"
+    assert escape_path_name("\"'*\\{}[]^") == "%22%27%2A%5C%7B%7D%5B%5D%5E"
     assert escape_path_name("é space-_.~") == "é space-_.~"
     for text in ["a/b:c=d", "100%", "%zz", "plain"]:
         assert unescape_path_name(escape_path_name(text)) == text
@@ -111,12 +121,19 @@ def test_options_change_the_layout() -> None:
     schema = _schema(
         [("d", "DATE"), ("v", "INT")],
         ["d"],
-        **{"partition.legacy-name": "false", "partition.default-name": "NULLS", "data-file.path-directory": "data"},
+        **{
+            "partition.legacy-name": "false",
+            "partition.default-name": "NULLS",
+            "data-file.path-directory": "data",
+        },
     )
     paths = DataFilePaths(schema)
     row = binary_row.encode([19723], schema.partition_types)
     assert paths.bucket_directory(row, -2) == "data/d=2024-01-01/bucket-postpone"
-    assert paths.bucket_directory(binary_row.encode([None], schema.partition_types), 1) == "data/d=NULLS/bucket-1"
+    assert (
+        paths.bucket_directory(binary_row.encode([None], schema.partition_types), 1)
+        == "data/d=NULLS/bucket-1"
+    )
 
 
 def test_unpartitioned_and_external_files() -> None:
