@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Regenerate the committed lock files (Airflow's constraint files can't be downloaded, so we lock ourselves).
+#   requirements/dev.lock      <- pyproject.toml (runtime deps + [dev] extra) + requirements/dev.in
+#   requirements/pypaimon.lock <- requirements/pypaimon.in (separate interop venv)
+# Usage: bash scripts/lock.sh [extra uv pip compile args, e.g. --upgrade or --upgrade-package NAME]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+UV="${UV:-}"
+if [ -z "$UV" ]; then
+  if [ -x .venv/bin/uv ]; then UV=.venv/bin/uv; elif command -v uv >/dev/null 2>&1; then UV=uv; else
+    echo "lock.sh: uv not found; run scripts/setup.sh first (it installs uv into .venv)" >&2; exit 1
+  fi
+fi
+common=(--python-version 3.11 --no-header)
+{
+  echo "# Main dev/test environment for python 3.11. Regenerate with: bash scripts/lock.sh"
+  "$UV" pip compile "${common[@]}" pyproject.toml requirements/dev.in --extra dev "$@"
+} > requirements/dev.lock.tmp
+mv requirements/dev.lock.tmp requirements/dev.lock
+{
+  echo "# Separate pypaimon interop environment (.venv-pypaimon) for python 3.11. Regenerate with: bash scripts/lock.sh"
+  "$UV" pip compile "${common[@]}" requirements/pypaimon.in "$@"
+} > requirements/pypaimon.lock.tmp
+mv requirements/pypaimon.lock.tmp requirements/pypaimon.lock
+echo "lock.sh: wrote requirements/dev.lock ($(grep -c '==' requirements/dev.lock) pins) and requirements/pypaimon.lock ($(grep -c '==' requirements/pypaimon.lock) pins)"
