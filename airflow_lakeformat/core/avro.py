@@ -137,6 +137,33 @@ def read_records(data: bytes, path: str) -> tuple[dict[str, Any], list[dict[str,
     return writer_schema, records
 
 
+def _record_fields(avro_type: Any) -> list[dict[str, Any]]:
+    """Fields of a record type, looking through a ``["null", record]`` union."""
+    if isinstance(avro_type, list):
+        avro_type = next((t for t in avro_type if isinstance(t, dict)), {})
+    return list(avro_type.get("fields", [])) if isinstance(avro_type, dict) else []
+
+
+def extra_fields(writer_schema: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Fields of a manifest's writer schema that Java master's schema lacks: (top level, ``_FILE``).
+
+    A rewrite adds them to its own writer schema so that what a newer Paimon wrote is carried, not
+    dropped. Only nullable fields can be carried (a non-null one would need a value for every entry).
+    """
+    known_top = {f["name"] for f in manifest_entry_schema()["fields"]}
+    known_file = {f["name"] for f in _record_fields(manifest_entry_schema()["fields"][5]["type"])}
+    fields = _record_fields(writer_schema)
+    top = [dict(f) for f in fields if f["name"] not in known_top]
+    file_type: Any = next((f["type"] for f in fields if f["name"] == "_FILE"), {})
+    nested = [dict(f) for f in _record_fields(file_type) if f["name"] not in known_file]
+    for f in top + nested:
+        if not (isinstance(f["type"], list) and "null" in f["type"]):
+            raise UnsupportedFormatError(
+                "manifest", f"unknown non-nullable field {f['name']} cannot be carried"
+            )
+    return top, nested
+
+
 def _check_versions(records: Iterable[Mapping[str, Any]], path: str) -> None:
     for record in records:
         if record is None:

@@ -69,3 +69,40 @@ class CodecUnavailableError(LakeformatError, RuntimeError):
     def __init__(self, path: str, detail: str) -> None:
         self.path = path
         super().__init__(f"{path}: cannot decompress: {detail}")
+
+
+class UnsupportedStorageError(LakeformatError, OSError):
+    """The store cannot create a file only if absent, so concurrent commits could overwrite each other."""
+
+    def __init__(self, protocol: str) -> None:
+        super().__init__(
+            f"{protocol}:// has no create-if-absent primitive, so two writers could publish the same "
+            "snapshot id; pass an explicit unsafe opt-in (single writer only) or use a local or S3 path"
+        )
+
+
+class TableAlreadyExistsError(LakeformatError, FileExistsError):
+    """``create_table`` found a schema at the location."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        super().__init__(f"{location}: a Paimon table already exists here")
+
+
+class CommitConflictError(LakeformatError):
+    """The commit contradicts the current table (a DELETE of a file that is not live, a duplicate ADD).
+
+    Retrying cannot help: the caller's view of the table is stale. Nothing was published.
+    """
+
+
+class CommitRetriesExhaustedError(LakeformatError):
+    """Other writers kept taking the snapshot id; nothing of this commit was published."""
+
+
+class CommitStateUnknownError(LakeformatError):
+    """Publishing failed in a way that leaves it unknown whether the snapshot landed.
+
+    Re-run the commit with the same commit user and identifier: it finds a landed snapshot and
+    does not commit twice. Files written for the commit are kept, because they may be live.
+    """

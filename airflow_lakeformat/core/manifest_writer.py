@@ -7,11 +7,17 @@ values of every entry, column by column (each field's own min and max, as Java's
 
 from __future__ import annotations
 
+import io
+import itertools
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import fastavro
+from fastavro import write as fastavro_write
+
 from airflow_lakeformat.core import avro, binary_row
+from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, SimpleStats
 from airflow_lakeformat.core.types import DataType
 
@@ -97,3 +103,114 @@ def write_manifest(
     data = avro.encode_manifest(entries, compression)
     write_bytes(name, data)
     return manifest_file_meta(name, len(data), entries, partition_types, schema_id)
+
+
+def _file_record(schema: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    for field in schema.get("fields", []):
+        if field.get("name") == "_FILE":
+            file_type = field["type"]
+            if isinstance(file_type, list):  # Paimon 0.8 wrote nested records as ["null", record]
+                file_type = next((t for t in file_type if isinstance(t, dict)), None)
+            return file_type if isinstance(file_type, dict) else None
+    return None
+
+
+class RollingManifestWriter:
+    """Writes manifest entries into manifests of about ``target_file_size`` bytes each.
+
+    Java's rolling writer checks the bytes written so far every N records and starts a new file once
+    they reach the target. This one writes Avro blocks and checks the file's exact size after each
+    block; block lengths adapt to the measured bytes per entry so that a file closes within about one
+    entry of the target (never below it). Every file but the last of a :meth:`write` call is therefore
+    at least ``target_file_size`` bytes, as in Java.
+
+    The writer schema is :func:`avro.manifest_entry_schema` plus ``extra_file_fields``. A record with
+    a field outside that schema is refused (:class:`UnsupportedFormatError`) rather than silently
+    losing the field, which is what fastavro would do.
+
+    Files are stored with ``write_bytes(name, data)`` only once complete. :attr:`written` lists the
+    metas of every file stored so far, across calls, so a caller can clean up after a failure.
+    """
+
+    MAX_BLOCK_RECORDS = 1000
+
+    def __init__(
+        self,
+        write_bytes: Callable[[str, bytes], None],
+        *,
+        partition_types: Sequence[DataType],
+        schema_id: int,
+        target_file_size: int,
+        compression: str = "zstd",
+        extra_file_fields: Sequence[Mapping[str, Any]] = (),
+        name_prefix: str = "manifest",
+    ) -> None:
+        codec = avro.CODECS.get(compression.lower())
+        if codec is None:
+            raise ValueError(f"unsupported manifest.compression {compression!r}")
+        self._write_bytes = write_bytes
+        self.partition_types = list(partition_types)
+        self.schema_id = schema_id
+        self.target_file_size = max(1, target_file_size)
+        self._codec = codec
+        schema = avro.manifest_entry_schema(extra_file_fields)
+        self._parsed = fastavro.parse_schema(schema)
+        self._top_fields = frozenset(f["name"] for f in schema["fields"])
+        file_record = _file_record(schema)
+        assert file_record is not None
+        self._file_fields = frozenset(f["name"] for f in file_record["fields"])
+        self._writer_id = str(uuid.uuid4())
+        self._counter = 0
+        self._bytes_per_entry: float | None = None
+        self.written: list[ManifestFileMeta] = []
+
+    def __call__(self, entries: Iterable[ManifestEntry]) -> list[ManifestFileMeta]:
+        return self.write(entries)
+
+    def write(self, entries: Iterable[ManifestEntry]) -> list[ManifestFileMeta]:
+        """Write ``entries`` in order into one or more new manifests; return their metas in order."""
+        source = iter(entries)
+        metas: list[ManifestFileMeta] = []
+        pending = next(source, None)
+        while pending is not None:
+            buffer = io.BytesIO()
+            writer = fastavro_write.Writer(buffer, self._parsed, codec=self._codec, sync_interval=1 << 62)
+            header = buffer.tell()
+            file_entries: list[ManifestEntry] = []
+            while pending is not None:
+                block = [pending, *itertools.islice(source, self._block_length(buffer.tell()) - 1)]
+                for entry in block:
+                    self._check_fields(entry)
+                    writer.write(entry.record)
+                writer.flush()
+                file_entries.extend(block)
+                pending = next(source, None)
+                self._bytes_per_entry = (buffer.tell() - header) / len(file_entries)
+                if buffer.tell() >= self.target_file_size:
+                    break
+            metas.append(self._store(buffer.getvalue(), file_entries))
+        return metas
+
+    def _block_length(self, size: int) -> int:
+        """Entries for the next block: about what is left to the target, at most MAX_BLOCK_RECORDS."""
+        per_entry = self._bytes_per_entry or 64.0
+        wanted = -(-(self.target_file_size - size) // max(per_entry, 1.0))
+        return int(min(max(wanted, 1), self.MAX_BLOCK_RECORDS))
+
+    def _check_fields(self, entry: ManifestEntry) -> None:
+        record = entry.record
+        unknown = (record.keys() - self._top_fields) | (record["_FILE"].keys() - self._file_fields)
+        if unknown:
+            raise UnsupportedFormatError(
+                entry.file.file_name,
+                f"manifest entry fields {sorted(unknown)} are not in the writer schema; "
+                "pass them as extra_file_fields or they would be lost",
+            )
+
+    def _store(self, data: bytes, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
+        name = new_file_name("manifest", self._writer_id, self._counter)
+        self._counter += 1
+        self._write_bytes(name, data)
+        meta = manifest_file_meta(name, len(data), entries, self.partition_types, self.schema_id)
+        self.written.append(meta)
+        return meta

@@ -1,0 +1,443 @@
+"""Atomic commit: publish one snapshot, following Paimon's ``FileStoreCommitImpl``.
+
+One attempt reads the latest snapshot, checks conflicts (every DELETE must match a live file, no
+ADD may duplicate one; always for COMPACT and for commits that delete), merges the previous
+manifests with the table's policy into the base list, writes this commit's entries as the delta
+list, and publishes ``snapshot-<latest + 1>`` with an exclusive create.
+
+The outcome of a publish is one of three, and each is handled differently:
+
+* published: write the LATEST hint and return;
+* preempted (another writer's file holds the id): nothing of ours is visible, so the base list of
+  this attempt is removed and the commit retries against the new latest, with back-off;
+* unknown (the store failed without saying whether our write landed): nothing is deleted, and the
+  next attempt first re-publishes the very same bytes at the same id, which either lands, finds our
+  own snapshot there, or finds another writer's.
+
+Every snapshot we write carries a per-commit id in its ``properties`` so that our own snapshot is
+recognized after an acknowledgement was lost, and a commit with an explicit ``commit_identifier``
+looks for an earlier landed snapshot of the same user and identifier first, so a re-run after an
+uncertain failure never commits twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+import uuid
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from airflow_lakeformat import __version__
+from airflow_lakeformat.core import avro
+from airflow_lakeformat.core.errors import (
+    CommitConflictError,
+    CommitRetriesExhaustedError,
+    CommitStateUnknownError,
+    CorruptMetadataError,
+    SnapshotNotFoundError,
+    UnsupportedFormatError,
+    UnsupportedStorageError,
+)
+from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, merge_entries
+from airflow_lakeformat.core.manifest_merge import ManifestMergeResult, merge_manifests, partition_may_contain
+from airflow_lakeformat.core.manifest_writer import RollingManifestWriter
+from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
+from airflow_lakeformat.core.table import Table
+
+COMMIT_ID_PROPERTY = "lakeformat.commit-id"
+WRITER_VERSION = f"airflow-lakeformat-{__version__}"
+# How far back a commit with an explicit identifier looks for an earlier landed attempt of itself.
+DEFAULT_DEDUP_LOOKBACK = 1000
+
+
+class PublishOutcome(Enum):
+    PUBLISHED = "published"
+    PREEMPTED = "preempted"
+    UNKNOWN = "unknown"
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a commit did. ``already_committed`` means an earlier run had published it."""
+
+    snapshot: Snapshot
+    attempts: int
+    already_committed: bool = False
+    merge: str = "none"
+    files_written: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "snapshotId": self.snapshot.id,
+            "commitKind": self.snapshot.commit_kind.value,
+            "commitUser": self.snapshot.commit_user,
+            "commitIdentifier": self.snapshot.commit_identifier,
+            "attempts": self.attempts,
+            "alreadyCommitted": self.already_committed,
+            "manifestMerge": self.merge,
+            "totalRecordCount": self.snapshot.total_record_count,
+            "deltaRecordCount": self.snapshot.delta_record_count,
+        }
+
+
+@dataclass
+class _Attempt:
+    snapshot: Snapshot
+    files: list[str]  # base list and merged manifests written for this attempt only
+
+
+class Committer:
+    """Commits to one table as one commit user (give each job its own user: Paimon dedups by it)."""
+
+    def __init__(
+        self,
+        table: Table,
+        commit_user: str | None = None,
+        *,
+        max_retries: int | None = None,
+        min_retry_wait: float = 0.01,
+        max_retry_wait: float = 10.0,
+        allow_unsafe_publish: bool = False,
+        dedup_lookback: int = DEFAULT_DEDUP_LOOKBACK,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: Callable[[], float] = random.random,
+    ) -> None:
+        self.table = table
+        self.io = table.io
+        self.commit_user = commit_user or f"lakeformat-{uuid.uuid4()}"
+        options = table.schema.table_options
+        self.max_retries = (
+            int(options.get("commit.max-retries") or 10) if max_retries is None else max_retries
+        )
+        self.min_retry_wait = min_retry_wait
+        self.max_retry_wait = max_retry_wait
+        self.allow_unsafe_publish = allow_unsafe_publish
+        self.dedup_lookback = dedup_lookback
+        self.clock = clock
+        self.sleep = sleep
+        self.rng = rng
+        if not self.io.supports_exclusive_create and not allow_unsafe_publish:
+            raise UnsupportedStorageError(self.io.protocol)
+
+    # -- public API ------------------------------------------------------------------------------
+
+    def commit(
+        self,
+        entries: Sequence[ManifestEntry],
+        kind: CommitKind | None = None,
+        commit_identifier: int = BATCH_COMMIT_IDENTIFIER,
+        properties: Mapping[str, str] | None = None,
+        merge: bool = True,
+        force_merge: bool = False,
+    ) -> CommitResult:
+        """Publish ``entries`` (ADD and DELETE) as one snapshot.
+
+        ``kind`` defaults to APPEND, or OVERWRITE when the commit deletes files (as Paimon does).
+        """
+        has_deletes = any(e.kind is FileKind.DELETE for e in entries)
+        kind = kind or (CommitKind.OVERWRITE if has_deletes else CommitKind.APPEND)
+        self._refuse_unsupported(has_deletes or kind is CommitKind.COMPACT)
+        if commit_identifier != BATCH_COMMIT_IDENTIFIER:
+            landed = self.find_landed(commit_identifier, kind)
+            if landed is not None:
+                return CommitResult(landed, 0, already_committed=True)
+        commit_id = str(uuid.uuid4())
+        props = {**(properties or {}), COMMIT_ID_PROPERTY: commit_id}
+        check_conflicts = has_deletes or kind is CommitKind.COMPACT
+        delta: list[ManifestFileMeta] | None = None
+        written: list[str] = []
+        pending: _Attempt | None = None
+        merge_mode = "none"
+        attempt = 0
+        while True:
+            attempt += 1
+            if pending is None:
+                latest = self.table.snapshot_manager.latest_snapshot()
+                if check_conflicts:
+                    self._check_conflicts(latest, entries)
+                try:
+                    if delta is None:
+                        delta = self._write_manifests(entries, written)
+                    pending, merge_mode = self._prepare(
+                        latest, delta, entries, kind, commit_identifier, props, merge, force_merge, written
+                    )
+                except BaseException:
+                    # Nothing was published in this commit yet, so everything it wrote is garbage.
+                    self._remove(written)
+                    raise
+            outcome = self._publish(pending.snapshot, commit_id)
+            if outcome is PublishOutcome.PUBLISHED:
+                self._write_latest_hint(pending.snapshot.id)
+                return CommitResult(pending.snapshot, attempt, merge=merge_mode, files_written=list(written))
+            if outcome is PublishOutcome.PREEMPTED:
+                # Another snapshot holds the id: ours cannot land there, so this attempt's base list and
+                # merged manifests are unreferenced. The delta manifests are reused by the next attempt.
+                self._remove(pending.files)
+                written[:] = [f for f in written if f not in pending.files]
+                pending = None
+            if attempt > self.max_retries:
+                if outcome is PublishOutcome.UNKNOWN:
+                    raise CommitStateUnknownError(
+                        f"commit of snapshot {pending.snapshot.id if pending else '?'} by {self.commit_user} "
+                        f"(identifier {commit_identifier}) has an unknown outcome after {attempt} attempts; "
+                        "re-run with the same commit user and identifier"
+                    )
+                self._remove(written)
+                raise CommitRetriesExhaustedError(
+                    f"gave up after {attempt} attempts: other writers kept taking the snapshot id"
+                )
+            self.sleep(self._backoff(attempt))
+
+    def find_landed(self, commit_identifier: int, kind: CommitKind) -> Snapshot | None:
+        """A snapshot of this user with this identifier and kind among the recent ones, if any."""
+        manager = self.table.snapshot_manager
+        latest = manager.latest_snapshot_id()
+        if latest is None:
+            return None
+        earliest = manager.earliest_snapshot_id() or 1
+        for snapshot_id in range(latest, max(earliest, latest - self.dedup_lookback + 1) - 1, -1):
+            try:
+                snapshot = manager.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                continue  # expired meanwhile
+            if (
+                snapshot.commit_user == self.commit_user
+                and snapshot.commit_identifier == commit_identifier
+                and snapshot.commit_kind is kind
+            ):
+                return snapshot
+        return None
+
+    # -- one attempt ---------------------------------------------------------------------------
+
+    def _refuse_unsupported(self, rewrites_live_files: bool) -> None:
+        options = self.table.schema.table_options
+        if (options.get("row-tracking.enabled") or "false").lower() == "true":
+            raise UnsupportedFormatError(self.table.uri, "commits to tables with row-tracking.enabled")
+        if rewrites_live_files and (options.get("deletion-vectors.enabled") or "false").lower() == "true":
+            raise UnsupportedFormatError(
+                self.table.uri,
+                "deleting files of a table with deletion vectors (their index is not maintained)",
+            )
+
+    def _check_conflicts(self, latest: Snapshot | None, entries: Sequence[ManifestEntry]) -> None:
+        """Every DELETE must match a live file and no ADD may duplicate one (``FileEntry.mergeEntries``)."""
+        partitions = {e.partition for e in entries}
+        live: dict[tuple[Any, ...], ManifestEntry] = {}
+        if latest is not None:
+            base, delta = self.table.data_manifests(latest)
+            types = self.table.schema.partition_types
+            relevant = [
+                m for m in base + delta if any(partition_may_contain(m, p, types) for p in partitions)
+            ]
+            for manifest_entries in self.table.read_manifests(relevant, f"snapshot {latest.id}"):
+                merge_entries((e for e in manifest_entries if e.partition in partitions), live)
+        for entry in entries:
+            key = entry.identifier()
+            if entry.kind is FileKind.DELETE:
+                current = live.get(key)
+                if current is None or current.kind is not FileKind.ADD:
+                    raise CommitConflictError(
+                        f"file deletion conflict: {entry.file.file_name} (bucket {entry.bucket}, level "
+                        f"{entry.file.level}) is not live in snapshot {latest.id if latest else 'none'}; "
+                        "give up committing"
+                    )
+                del live[key]
+            elif key in live and live[key].kind is FileKind.ADD:
+                raise CommitConflictError(
+                    f"file {entry.file.file_name} (bucket {entry.bucket}, level {entry.file.level}) is already live"
+                )
+            else:
+                live[key] = entry
+
+    def _write_manifests(
+        self, entries: Sequence[ManifestEntry], written: list[str]
+    ) -> list[ManifestFileMeta]:
+        writer = self._rolling_writer(written)
+        return writer.write(entries)
+
+    def _rolling_writer(
+        self, written: list[str], extra_file_fields: Sequence[Mapping[str, Any]] = ()
+    ) -> RollingManifestWriter:
+        options = self.table.schema.table_options
+
+        def store(name: str, data: bytes) -> None:
+            written.append(name)
+            self.io.write_bytes(self.table.manifest_path(name), data)
+
+        return RollingManifestWriter(
+            store,
+            partition_types=self.table.schema.partition_types,
+            schema_id=self.table.schema.id,
+            target_file_size=options.manifest_target_file_size,
+            compression=options.manifest_compression,
+            extra_file_fields=extra_file_fields,
+        )
+
+    def _write_list(self, metas: Sequence[ManifestFileMeta], written: list[str]) -> tuple[str, int]:
+        name = f"manifest-list-{uuid.uuid4()}-0"
+        extra = _extra_list_fields(metas)
+        data = avro.encode_manifest_list(metas, self.table.schema.table_options.manifest_compression, extra)
+        written.append(name)
+        self.io.write_bytes(self.table.manifest_path(name), data)
+        return name, len(data)
+
+    def _prepare(
+        self,
+        latest: Snapshot | None,
+        delta: list[ManifestFileMeta],
+        entries: Sequence[ManifestEntry],
+        kind: CommitKind,
+        commit_identifier: int,
+        properties: dict[str, str],
+        merge: bool,
+        force_merge: bool,
+        written: list[str],
+    ) -> tuple[_Attempt, str]:
+        attempt_files: list[str] = []
+        before: list[ManifestFileMeta] = []
+        if latest is not None:
+            base, previous_delta = self.table.data_manifests(latest)
+            before = base + previous_delta
+        result = self.merge(before, attempt_files, force=force_merge) if merge else None
+        after = result.manifests if result else before
+        base_name, base_size = self._write_list(after, attempt_files)
+        delta_name, delta_size = self._write_list(delta, attempt_files)
+        written.extend(attempt_files)
+        added = sum(e.file.row_count for e in entries if e.kind is FileKind.ADD)
+        deleted = sum(e.file.row_count for e in entries if e.kind is FileKind.DELETE)
+        schema = self.table.schema
+        snapshot = Snapshot(
+            id=(latest.id + 1) if latest else 1,
+            schema_id=schema.id,
+            base_manifest_list=base_name,
+            base_manifest_list_size=base_size,
+            delta_manifest_list=delta_name,
+            delta_manifest_list_size=delta_size,
+            index_manifest=latest.index_manifest if latest else None,
+            commit_user=self.commit_user,
+            commit_identifier=commit_identifier,
+            commit_kind=kind,
+            time_millis=int(self.clock() * 1000),
+            total_record_count=((latest.total_record_count or 0) if latest else 0) + added - deleted,
+            delta_record_count=added - deleted,
+            watermark=latest.watermark if latest else None,
+            statistics=latest.statistics if latest and latest.schema_id == schema.id else None,
+            properties=properties,
+            next_row_id=latest.next_row_id if latest else None,
+            extra={"uuid": str(uuid.uuid4()), "writerVersion": WRITER_VERSION},
+        )
+        return _Attempt(snapshot, attempt_files), (result.mode if result else "none")
+
+    def merge(
+        self, manifests: list[ManifestFileMeta], written: list[str], force: bool = False
+    ) -> ManifestMergeResult:
+        """Apply the table's manifest merge policy (forced full merge when ``force``).
+
+        Fields a newer Paimon wrote into ``_FILE`` are learned from each manifest's writer schema as it
+        is read and carried into the rewritten manifests; the writer refuses any it was not told about.
+        """
+        options = self.table.schema.table_options
+        types = self.table.schema.partition_types
+        carried: dict[str, dict[str, Any]] = {}
+
+        def read(meta: ManifestFileMeta) -> list[ManifestEntry]:
+            entries, writer_schema = self.table.manifest_with_schema(meta.file_name, "the manifest merge")
+            top, nested = avro.extra_fields(writer_schema)
+            if top:
+                raise UnsupportedFormatError(
+                    meta.file_name, f"manifest entry fields {[f['name'] for f in top]} cannot be carried"
+                )
+            for f in nested:
+                carried.setdefault(f["name"], f)
+            return entries
+
+        def write(entries: Iterable[ManifestEntry]) -> list[ManifestFileMeta]:
+            return self._rolling_writer(written, list(carried.values())).write(entries)
+
+        return merge_manifests(
+            manifests,
+            read=read,
+            write=write,
+            target_file_size=options.manifest_target_file_size,
+            full_compaction_threshold=1 if force else options.manifest_full_compaction_threshold_size,
+            merge_min_count=1 if force else options.manifest_merge_min_count,
+            partitioned=bool(types),
+            partition_stats_may_contain=lambda m, p: partition_may_contain(m, p, types),
+        )
+
+    # -- publishing -----------------------------------------------------------------------------
+
+    def _publish(self, snapshot: Snapshot, commit_id: str) -> PublishOutcome:
+        path = self.table.snapshot_manager.snapshot_path(snapshot.id)
+        data = snapshot.to_bytes()
+        try:
+            if self.io.supports_exclusive_create:
+                self.io.create_exclusive(path, data)
+            else:
+                self.io.write_unsafe(path, data)
+            return PublishOutcome.PUBLISHED
+        except FileExistsError:
+            return self._whose(snapshot.id, commit_id)
+        except Exception:
+            # The write may or may not have landed: look, and if we cannot tell, say so.
+            return self._whose(snapshot.id, commit_id)
+
+    def _whose(self, snapshot_id: int, commit_id: str) -> PublishOutcome:
+        """After a failed publish: ours if our commit id is there, preempted if another's is, else unknown."""
+        try:
+            existing = self.table.snapshot_manager.snapshot(snapshot_id)
+        except SnapshotNotFoundError:
+            return PublishOutcome.UNKNOWN
+        except (CorruptMetadataError, OSError):
+            return PublishOutcome.UNKNOWN
+        if (existing.properties or {}).get(COMMIT_ID_PROPERTY) == commit_id:
+            return PublishOutcome.PUBLISHED
+        return PublishOutcome.PREEMPTED
+
+    def _write_latest_hint(self, snapshot_id: int) -> None:
+        # A hint only: readers verify it and fall back to listing, so a failed write costs nothing.
+        with contextlib.suppress(OSError):
+            self.io.write_atomic(
+                self.table.io.join(self.table.snapshot_manager.snapshot_dir, "LATEST"),
+                str(snapshot_id).encode(),
+            )
+
+    def _remove(self, names: Sequence[str]) -> None:
+        """Remove manifests and lists this commit wrote and never published (best effort)."""
+        for name in names:
+            with contextlib.suppress(OSError):
+                self.io.delete(self.table.manifest_path(name))
+
+    def _backoff(self, attempt: int) -> float:
+        wait = min(self.max_retry_wait, self.min_retry_wait * (2 ** (attempt - 1)))
+        return float(wait * (0.5 + self.rng()))
+
+
+def _extra_list_fields(metas: Sequence[ManifestFileMeta]) -> list[dict[str, Any]]:
+    """Schemas of manifest-list fields some input rows carry beyond Java's (e.g. pypaimon's), nullable."""
+    known = {f["name"] for f in avro.manifest_file_meta_schema()["fields"]}
+    extra: dict[str, dict[str, Any]] = {}
+    for meta in metas:
+        for name, value in meta.record.items():
+            if name in known or name in extra:
+                continue
+            if name == "_TOTAL_BUCKETS":
+                extra[name] = {"name": name, "type": ["null", "int"], "default": None}
+            elif name == "_EXTRA_FILES":
+                extra[name] = {
+                    "name": name,
+                    "type": ["null", {"type": "array", "items": "string"}],
+                    "default": None,
+                }
+            elif value is not None:
+                raise UnsupportedFormatError(
+                    meta.file_name,
+                    f"manifest-list field {name} is unknown to this release and cannot be carried",
+                )
+    return list(extra.values())
