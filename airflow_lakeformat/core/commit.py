@@ -168,16 +168,16 @@ class Committer:
                     )
                 except BaseException:
                     # Nothing was published in this commit yet, so everything it wrote is garbage.
-                    self._remove(written)
+                    self.remove(written)
                     raise
-            outcome = self._publish(pending.snapshot, commit_id)
+            outcome = self.publish(pending.snapshot, commit_id)
             if outcome is PublishOutcome.PUBLISHED:
-                self._write_latest_hint(pending.snapshot.id)
+                self.write_latest_hint(pending.snapshot.id)
                 return CommitResult(pending.snapshot, attempt, merge=merge_mode, files_written=list(written))
             if outcome is PublishOutcome.PREEMPTED:
                 # Another snapshot holds the id: ours cannot land there, so this attempt's base list and
                 # merged manifests are unreferenced. The delta manifests are reused by the next attempt.
-                self._remove(pending.files)
+                self.remove(pending.files)
                 written[:] = [f for f in written if f not in pending.files]
                 pending = None
             if attempt > self.max_retries:
@@ -187,11 +187,11 @@ class Committer:
                         f"(identifier {commit_identifier}) has an unknown outcome after {attempt} attempts; "
                         "re-run with the same commit user and identifier"
                     )
-                self._remove(written)
+                self.remove(written)
                 raise CommitRetriesExhaustedError(
                     f"gave up after {attempt} attempts: other writers kept taking the snapshot id"
                 )
-            self.sleep(self._backoff(attempt))
+            self.sleep(self.backoff(attempt))
 
     def find_landed(self, commit_identifier: int, kind: CommitKind) -> Snapshot | None:
         """A snapshot of this user with this identifier and kind among the recent ones, if any."""
@@ -279,7 +279,7 @@ class Committer:
             extra_file_fields=extra_file_fields,
         )
 
-    def _write_list(self, metas: Sequence[ManifestFileMeta], written: list[str]) -> tuple[str, int]:
+    def write_list(self, metas: Sequence[ManifestFileMeta], written: list[str]) -> tuple[str, int]:
         name = f"manifest-list-{uuid.uuid4()}-0"
         extra = _extra_list_fields(metas)
         data = avro.encode_manifest_list(metas, self.table.schema.table_options.manifest_compression, extra)
@@ -306,8 +306,8 @@ class Committer:
             before = base + previous_delta
         result = self.merge(before, attempt_files, force=force_merge) if merge else None
         after = result.manifests if result else before
-        base_name, base_size = self._write_list(after, attempt_files)
-        delta_name, delta_size = self._write_list(delta, attempt_files)
+        base_name, base_size = self.write_list(after, attempt_files)
+        delta_name, delta_size = self.write_list(delta, attempt_files)
         written.extend(attempt_files)
         added = sum(e.file.row_count for e in entries if e.kind is FileKind.ADD)
         deleted = sum(e.file.row_count for e in entries if e.kind is FileKind.DELETE)
@@ -373,7 +373,7 @@ class Committer:
 
     # -- publishing -----------------------------------------------------------------------------
 
-    def _publish(self, snapshot: Snapshot, commit_id: str) -> PublishOutcome:
+    def publish(self, snapshot: Snapshot, commit_id: str) -> PublishOutcome:
         path = self.table.snapshot_manager.snapshot_path(snapshot.id)
         data = snapshot.to_bytes()
         try:
@@ -400,7 +400,7 @@ class Committer:
             return PublishOutcome.PUBLISHED
         return PublishOutcome.PREEMPTED
 
-    def _write_latest_hint(self, snapshot_id: int) -> None:
+    def write_latest_hint(self, snapshot_id: int) -> None:
         # A hint only: readers verify it and fall back to listing, so a failed write costs nothing.
         with contextlib.suppress(OSError):
             self.io.write_atomic(
@@ -408,13 +408,13 @@ class Committer:
                 str(snapshot_id).encode(),
             )
 
-    def _remove(self, names: Sequence[str]) -> None:
+    def remove(self, names: Sequence[str]) -> None:
         """Remove manifests and lists this commit wrote and never published (best effort)."""
         for name in names:
             with contextlib.suppress(OSError):
                 self.io.delete(self.table.manifest_path(name))
 
-    def _backoff(self, attempt: int) -> float:
+    def backoff(self, attempt: int) -> float:
         wait = min(self.max_retry_wait, self.min_retry_wait * (2 ** (attempt - 1)))
         return float(wait * (0.5 + self.rng()))
 
