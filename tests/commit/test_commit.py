@@ -95,9 +95,9 @@ def test_conflicts_are_refused_and_publish_nothing(tmp_path: Path) -> None:
     c.commit([e1])
     c.commit([delete(e1)])
     manifests_before = set((tmp_path / "t" / "manifest").iterdir())
-    with pytest.raises(CommitConflictError, match="f1.*not live"):
+    with pytest.raises(CommitConflictError, match=r"f1.*not live"):
         c.commit([delete(e1)])
-    with pytest.raises(CommitConflictError, match="f9.*not live"):
+    with pytest.raises(CommitConflictError, match=r"f9.*not live"):
         c.commit([delete(add(table, "f9"))], kind=CommitKind.COMPACT)
     e2 = add(table, "f2")
     c.commit([e2])
