@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 from pathlib import Path
@@ -252,10 +253,8 @@ def test_fault_at_every_step_leaves_a_readable_table_and_the_retry_commits_once(
         root = tmp_path / f"k{k}"
         shutil.copytree(base, root)
         faulty = FaultyFileIO(FileIO.for_uri(str(root))[0], fail_at=k, after=after)
-        try:
+        with contextlib.suppress(InjectedFault):
             Committer(Table(faulty, str(root)), "job", sleep=no_sleep).commit(changes, commit_identifier=7)
-        except InjectedFault:
-            pass
         clean = Table.open(str(root))
         assert live_names(clean) in (before, expected), (k, faulty.calls[k - 1])
         retry = Committer(clean, "job").commit(changes, commit_identifier=7)
