@@ -26,6 +26,8 @@ from typing import Any, TextIO
 
 from airflow_lakeformat import __version__
 from airflow_lakeformat.core import progress
+from airflow_lakeformat.core.arrow_types import fields_from_arrow, fields_from_arrow_json
+from airflow_lakeformat.core.create import create_table, schema_from_fields
 from airflow_lakeformat.core.errors import (
     CorruptMetadataError,
     LakeformatError,
@@ -36,11 +38,28 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.live_files import live_files
+from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
 from airflow_lakeformat.core.snapshot import Snapshot
 from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
 from airflow_lakeformat.core.table import Table
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5, 6
+
+
+def load_fields(path: str) -> list[dict[str, Any]]:
+    """Fields from a Paimon-style JSON field list or schema, Arrow-style JSON, or a Parquet file's schema."""
+    if path.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        return fields_from_arrow(pq.read_schema(path))
+    with open(path, encoding="utf-8") as handle:
+        document = json.load(handle)
+    fields = document.get("fields", document) if isinstance(document, dict) else document
+    if not isinstance(fields, list) or not all(
+        isinstance(f, dict) and "name" in f and "type" in f for f in fields
+    ):
+        raise ValueError(f"{path}: expected a list of fields with 'name' and 'type'")
+    return [fields_from_arrow_json(f) for f in fields]
 
 
 def _open(args: argparse.Namespace) -> Table:
@@ -176,6 +195,51 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
     out.write("\n".join(lines) + "\n")
 
 
+def cmd_compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    mode: Mode = "minor" if args.minor else "full"
+    result = compact_manifests(table, mode, dry_run=args.dry_run)
+    if args.json:
+        _emit_json({"table": table.uri, **result.to_json()}, out)
+        return
+    verb = "would merge" if args.dry_run else "merged"
+    if not result.changed:
+        out.write(f"{mode} manifest compaction: nothing to merge ({result.manifests_before} manifests)\n")
+        return
+    out.write(
+        f"{mode} manifest compaction {verb} {result.manifests_before} manifests ({_bytes(result.bytes_before)}) "
+        f"into {result.manifests_after} ({_bytes(result.bytes_after)})"
+        + (f"; committed snapshot {result.snapshot_id}" if result.snapshot_id else "")
+        + "\n"
+    )
+
+
+def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
+    fields = load_fields(args.schema)
+    schema = schema_from_fields(
+        fields,
+        _split(args.partition_keys),
+        _split(args.primary_keys),
+        options=dict(_key_value(o) for o in args.option or []),
+    )
+    table = create_table(args.table, schema, parse_storage_options(args.storage_option))
+    if args.json:
+        _emit_json({"table": table.uri, "schema": schema.to_json()}, out)
+        return
+    out.write(f"created {table.uri} (schema 0, {len(schema.fields)} fields)\n")
+
+
+def _split(text: str | None) -> list[str]:
+    return [part.strip() for part in (text or "").split(",") if part.strip()]
+
+
+def _key_value(pair: str) -> tuple[str, str]:
+    key, sep, value = pair.partition("=")
+    if not sep or not key:
+        raise ValueError(f"option {pair!r} is not of the form KEY=VALUE")
+    return key, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakeformat", description="Inspect and maintain Apache Paimon tables."
@@ -209,6 +273,25 @@ def build_parser() -> argparse.ArgumentParser:
     manifests = add("manifests", cmd_manifests, "list the data manifests of a snapshot (default: latest)")
     manifests.add_argument("--snapshot", type=int, metavar="ID")
     add("inspect", cmd_inspect, "summarize schema, options, snapshots, tags, consumers, files and manifests")
+    compact = add(
+        "compact-manifests",
+        cmd_compact_manifests,
+        "merge manifests: --full is Paimon's compact_manifest (default), --minor the ordinary policy",
+    )
+    kind = compact.add_mutually_exclusive_group()
+    kind.add_argument("--full", action="store_true", help="forced full merge (default)")
+    kind.add_argument("--minor", action="store_true", help="the table's ordinary merge policy")
+    compact.add_argument("--dry-run", action="store_true", help="report what would be merged, write nothing")
+    create = add("create-table", cmd_create_table, "create a table (writes schema/schema-0)")
+    create.add_argument(
+        "--schema",
+        required=True,
+        metavar="FILE",
+        help="Paimon-style field list (JSON), Arrow-style JSON, or a Parquet file",
+    )
+    create.add_argument("--partition-keys", metavar="A,B")
+    create.add_argument("--primary-keys", metavar="A,B")
+    create.add_argument("--option", action="append", metavar="KEY=VALUE", help="table option (repeatable)")
     return parser
 
 

@@ -130,3 +130,41 @@ def test_cli_shape_of_the_json_result(tmp_path: Path) -> None:
     document = compact_manifests(table, "full").to_json()
     assert set(document) >= {"manifestsBefore", "bytesBefore", "manifestsAfter", "bytesAfter", "snapshotId"}
     assert json.loads(json.dumps(document)) == document
+
+
+def test_cli_create_table_and_compact_manifests(tmp_path: Path) -> None:
+    from tests.unit.test_cli import run
+
+    schema = tmp_path / "schema.json"
+    schema.write_text(
+        json.dumps([{"name": "dt", "type": "date32"}, {"name": "v", "type": "BIGINT NOT NULL"}])
+    )
+    code, out, err = run("create-table", str(tmp_path / "t"), "--schema", str(schema), "--partition-keys", "dt",
+                         "--option", "manifest.merge-min-count=5", "--json")  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["schema"]["fields"][0]["type"] == "DATE"
+    code, _, err = run("create-table", str(tmp_path / "t"), "--schema", str(schema))
+    assert code != 0 and "already exists" in err
+    table = Table.open(str(tmp_path / "t"))
+    c = Committer(table, "w")
+    from airflow_lakeformat.core import binary_row
+
+    for i in range(4):
+        part = binary_row.encode([19723 + i], table.schema.partition_types)
+        from airflow_lakeformat.core.manifest import DataFileMeta, ManifestEntry
+
+        c.commit(
+            [ManifestEntry.create(FileKind.ADD, part, 0, -1, DataFileMeta.create(f"f{i}", 1, 1))], merge=False
+        )
+    code, out, _ = run("compact-manifests", str(tmp_path / "t"), "--dry-run", "--json")
+    dry = json.loads(out)
+    assert (
+        dry["dryRun"]
+        and dry["manifestsBefore"] == 4
+        and dry["manifestsAfter"] == 1
+        and dry["snapshotId"] is None
+    )
+    code, out, _ = run("compact-manifests", str(tmp_path / "t"), "--minor", "--json")
+    assert json.loads(out)["merge"] == "none"  # 4 < merge-min-count 5
+    code, out, _ = run("compact-manifests", str(tmp_path / "t"))
+    assert code == 0 and "into 1" in out and "committed snapshot 5" in out
