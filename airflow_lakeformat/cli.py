@@ -12,6 +12,8 @@ code  meaning
 4     corrupt or missing metadata (the message names the file)
 5     a format version or feature this release refuses
 6     the requested snapshot or tag does not exist
+7     a commit was refused (conflict, retries exhausted): nothing was published
+8     a commit's outcome is unknown: re-run with the same --commit-user and --commit-identifier
 ====  =========================================================
 """
 
@@ -27,10 +29,15 @@ from typing import Any, TextIO
 from airflow_lakeformat import __version__
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.arrow_types import fields_from_arrow, fields_from_arrow_json
+from airflow_lakeformat.core.commit import Committer
 from airflow_lakeformat.core.create import create_table, schema_from_fields
 from airflow_lakeformat.core.errors import (
+    CommitConflictError,
+    CommitRetriesExhaustedError,
+    CommitStateUnknownError,
     CorruptMetadataError,
     LakeformatError,
+    RegisterError,
     SnapshotNotFoundError,
     TableNotFoundError,
     TagNotFoundError,
@@ -39,11 +46,15 @@ from airflow_lakeformat.core.errors import (
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.live_files import live_files
 from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
-from airflow_lakeformat.core.snapshot import Snapshot
+from airflow_lakeformat.core.manifest import ManifestEntry
+from airflow_lakeformat.core.paths import DataFilePaths
+from airflow_lakeformat.core.register import read_source, register_files, write_data_files
+from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
 from airflow_lakeformat.core.table import Table
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5, 6
+EXIT_COMMIT_REFUSED, EXIT_COMMIT_UNKNOWN = 7, 8
 
 
 def load_fields(path: str) -> list[dict[str, Any]]:
@@ -229,6 +240,58 @@ def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
     out.write(f"created {table.uri} (schema 0, {len(schema.fields)} fields)\n")
 
 
+def _commit_files(args: argparse.Namespace, table: Table, added: list[ManifestEntry], out: TextIO) -> None:
+    committer = Committer(table, args.commit_user)
+    deletes = (
+        committer.overwrite_entries(_partition_filter(args.overwrite)) if args.overwrite is not None else []
+    )
+    identifier = args.commit_identifier if args.commit_identifier is not None else BATCH_COMMIT_IDENTIFIER
+    kind = CommitKind.OVERWRITE if args.overwrite is not None else CommitKind.APPEND
+    result = committer.commit(
+        [*deletes, *added], kind=kind, commit_identifier=identifier, check_conflicts=True
+    )
+    document = {
+        "table": table.uri,
+        **result.to_json(),
+        "filesAdded": len(added),
+        "filesDeleted": len(deletes),
+        "rowsAdded": sum(e.file.row_count for e in added),
+    }
+    if args.json:
+        _emit_json(document, out)
+        return
+    state = "already committed as" if result.already_committed else "committed"
+    out.write(
+        f"{state} snapshot {result.snapshot.id} ({result.snapshot.commit_kind.value}): "
+        f"+{len(added)} files, -{len(deletes)} files\n"
+    )
+
+
+def _partition_filter(spec: str) -> dict[str, str] | None:
+    """``dt=2024-01-01,region=eu`` -> a filter; ``*`` (or empty) -> the whole table."""
+    if spec.strip() in ("", "*"):
+        return None
+    return dict(_key_value(part) for part in _split(spec))
+
+
+def cmd_commit(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    _commit_files(args, table, register_files(table, args.add), out)
+
+
+def cmd_write(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    data = read_source(args.source, parse_storage_options(args.storage_option))
+    added = write_data_files(table, data)
+    try:
+        _commit_files(args, table, added, out)
+    except (CommitConflictError, CommitRetriesExhaustedError, RegisterError, ValueError):
+        # Definitely not published: the files we just wrote are referenced by nothing.
+        for entry in added:
+            table.io.delete(table.io.join(table.root, DataFilePaths(table.schema).relative_path(entry)))
+        raise
+
+
 def _split(text: str | None) -> list[str]:
     return [part.strip() for part in (text or "").split(",") if part.strip()]
 
@@ -282,6 +345,26 @@ def build_parser() -> argparse.ArgumentParser:
     kind.add_argument("--full", action="store_true", help="forced full merge (default)")
     kind.add_argument("--minor", action="store_true", help="the table's ordinary merge policy")
     compact.add_argument("--dry-run", action="store_true", help="report what would be merged, write nothing")
+
+    def add_commit_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--overwrite", metavar="PARTITION_SPEC", help="replace the partitions k=v[,k=v] ('*' = all)"
+        )
+        p.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
+        p.add_argument(
+            "--commit-identifier", type=int, help="with the same --commit-user, a re-run never commits twice"
+        )
+
+    commit = add("commit", cmd_commit, "commit Parquet files already written under the table's layout")
+    commit.add_argument(
+        "--add", nargs="+", required=True, metavar="PATH", help="data files (relative to the table)"
+    )
+    add_commit_options(commit)
+    write = add(
+        "write", cmd_write, "write rows from a Parquet, CSV or JSON-lines file into the table and commit"
+    )
+    write.add_argument("--from", dest="source", required=True, metavar="FILE")
+    add_commit_options(write)
     create = add("create-table", cmd_create_table, "create a table (writes schema/schema-0)")
     create.add_argument(
         "--schema",
@@ -304,6 +387,10 @@ def _exit_code(exc: BaseException) -> int:
         return EXIT_CORRUPT
     if isinstance(exc, (SnapshotNotFoundError, TagNotFoundError)):
         return EXIT_NOT_FOUND
+    if isinstance(exc, (CommitConflictError, CommitRetriesExhaustedError)):
+        return EXIT_COMMIT_REFUSED
+    if isinstance(exc, CommitStateUnknownError):
+        return EXIT_COMMIT_UNKNOWN
     return EXIT_ERROR
 
 

@@ -1,4 +1,4 @@
-"""Arrow <-> Paimon type mapping, for schemas given as Arrow and for data written with pyarrow."""
+"""Arrow -> Paimon type mapping, for schemas given as Arrow (the reverse lives in ``register``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_lakeformat.core.types import MAX_LENGTH, DataType, parse_type
+from airflow_lakeformat.core.types import parse_type
 
-_TIMESTAMP_UNITS = {0: "s", 1: "ms", 2: "ms", 3: "ms", 4: "us", 5: "us", 6: "us", 7: "ns", 8: "ns", 9: "ns"}
 _PRECISION_OF_UNIT = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _SIMPLE = {
     "bool": "BOOLEAN", "boolean": "BOOLEAN",
@@ -70,28 +69,3 @@ def fields_from_arrow_json(field: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in field.items() if k != "nullable"}
     out["type"] = paimon
     return out
-
-
-def arrow_type(dtype: DataType) -> pa.DataType:
-    """The Arrow type a Paimon column is written as."""
-    root = dtype.root
-    simple = {
-        "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INT": pa.int32(),
-        "BIGINT": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "DATE": pa.date32(),
-    }  # fmt: skip
-    if root in simple:
-        return simple[root]
-    if root in ("CHAR", "VARCHAR"):
-        return pa.string()
-    if root == "VARBINARY":
-        return pa.binary()
-    if root == "BINARY":
-        return pa.binary(dtype.length or 1) if dtype.length != MAX_LENGTH else pa.binary()
-    if root == "DECIMAL":
-        return pa.decimal128(dtype.precision or 10, dtype.scale or 0)
-    if root == "TIME":
-        return pa.time32("ms")
-    if root in ("TIMESTAMP", "TIMESTAMP_LTZ"):
-        unit = _TIMESTAMP_UNITS[dtype.precision if dtype.precision is not None else 6]
-        return pa.timestamp(unit, tz="UTC" if root == "TIMESTAMP_LTZ" else None)
-    raise ValueError(f"{dtype.sql()} has no Arrow mapping here")

@@ -42,9 +42,17 @@ from airflow_lakeformat.core.errors import (
     UnsupportedFormatError,
     UnsupportedStorageError,
 )
-from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, merge_entries
+from airflow_lakeformat.core.live_files import live_entries
+from airflow_lakeformat.core.manifest import (
+    DataFileMeta,
+    FileKind,
+    ManifestEntry,
+    ManifestFileMeta,
+    merge_entries,
+)
 from airflow_lakeformat.core.manifest_merge import ManifestMergeResult, merge_manifests, partition_may_contain
 from airflow_lakeformat.core.manifest_writer import RollingManifestWriter
+from airflow_lakeformat.core.paths import PartitionCodec
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.table import Table
 
@@ -134,10 +142,13 @@ class Committer:
         properties: Mapping[str, str] | None = None,
         merge: bool = True,
         force_merge: bool = False,
+        check_conflicts: bool | None = None,
     ) -> CommitResult:
         """Publish ``entries`` (ADD and DELETE) as one snapshot.
 
         ``kind`` defaults to APPEND, or OVERWRITE when the commit deletes files (as Paimon does).
+        Conflicts are checked for COMPACT and for commits that delete, as Paimon does, and also when
+        ``check_conflicts`` is true (registering existing files: a concurrent duplicate ADD is refused).
         """
         has_deletes = any(e.kind is FileKind.DELETE for e in entries)
         kind = kind or (CommitKind.OVERWRITE if has_deletes else CommitKind.APPEND)
@@ -148,7 +159,8 @@ class Committer:
                 return CommitResult(landed, 0, already_committed=True)
         commit_id = str(uuid.uuid4())
         props = {**(properties or {}), COMMIT_ID_PROPERTY: commit_id}
-        check_conflicts = has_deletes or kind is CommitKind.COMPACT
+        if check_conflicts is None:
+            check_conflicts = has_deletes or kind is CommitKind.COMPACT
         delta: list[ManifestFileMeta] | None = None
         written: list[str] = []
         pending: _Attempt | None = None
@@ -214,6 +226,43 @@ class Committer:
         return None
 
     # -- one attempt ---------------------------------------------------------------------------
+
+    def overwrite_entries(self, partition_filter: Mapping[str, str] | None) -> list[ManifestEntry]:
+        """DELETE entries for every live file of the partitions matching ``partition_filter``.
+
+        The filter maps partition keys to values as a user writes them (``dt=2024-01-01``): a value
+        matches the key's JSON rendering or its directory name. ``None`` matches the whole table.
+        """
+        latest = self.table.snapshot_manager.latest_snapshot()
+        if latest is None:
+            return []
+        codec = PartitionCodec(self.table.schema)
+        unknown = set(partition_filter or {}) - set(codec.keys)
+        if unknown:
+            raise ValueError(
+                f"{sorted(unknown)} are not partition keys (keys: {', '.join(codec.keys) or 'none'})"
+            )
+
+        def matches(partition: bytes) -> bool:
+            if not partition_filter:
+                return True
+            rendered, names = codec.to_json(partition), codec.spec(partition)
+            return all(
+                v in (str(rendered[k]) if rendered[k] is not None else None, names[k])
+                for k, v in partition_filter.items()
+            )
+
+        return [
+            ManifestEntry.create(
+                FileKind.DELETE,
+                e.partition,
+                e.bucket,
+                e.total_buckets if e.total_buckets is not None else -1,
+                DataFileMeta(dict(e.file.record)),
+            )
+            for e in live_entries(self.table, latest)
+            if matches(e.partition)
+        ]
 
     def _refuse_unsupported(self, rewrites_live_files: bool) -> None:
         options = self.table.schema.table_options

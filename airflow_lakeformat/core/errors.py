@@ -106,3 +106,12 @@ class CommitStateUnknownError(LakeformatError):
     Re-run the commit with the same commit user and identifier: it finds a landed snapshot and
     does not commit twice. Files written for the commit are kept, because they may be live.
     """
+
+
+class RegisterError(LakeformatError, ValueError):
+    """A file cannot be added to the table as it is (wrong place, wrong schema, unsupported table)."""
+
+    def __init__(self, path: str, problem: str) -> None:
+        self.path = path
+        self.problem = problem
+        super().__init__(f"{path}: {problem}")
