@@ -27,6 +27,10 @@ class FileKind(IntEnum):
     DELETE = 1
 
 
+# Looked up per entry: a dict is several times cheaper than the enum's constructor.
+_KINDS = {0: FileKind.ADD, 1: FileKind.DELETE}
+
+
 class FileSource(IntEnum):
     APPEND = 0
     COMPACT = 1
@@ -200,7 +204,10 @@ class ManifestEntry:
 
     def __init__(self, record: dict[str, Any]) -> None:
         self.record = record
-        self.kind = FileKind(record["_KIND"])
+        kind = _KINDS.get(record["_KIND"])
+        if kind is None:
+            raise ValueError(f"unknown _KIND {record['_KIND']!r}")
+        self.kind = kind
         self.partition: bytes = record["_PARTITION"]
         self.bucket: int = record["_BUCKET"]
         self.total_buckets: int | None = record.get("_TOTAL_BUCKETS")

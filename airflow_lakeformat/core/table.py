@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, TypeVar
@@ -143,18 +143,29 @@ class Table:
     def read_manifests(
         self, metas: Sequence[ManifestFileMeta], referenced_by: str, progress: Progress = NO_PROGRESS
     ) -> list[list[ManifestEntry]]:
-        """Read many manifests in parallel, results in input order."""
+        """Read many manifests, results in input order.
 
-        def read(meta: ManifestFileMeta) -> list[ManifestEntry]:
-            entries = self.manifest(meta.file_name, referenced_by)
-            progress.advance()
-            return entries
-
+        Threads only fetch bytes (concurrent IO matters on object stores); decoding happens in the
+        calling thread, because fastavro holds the GIL and decoding threads would only contend.
+        """
         progress.start(f"reading manifests of {referenced_by}", len(metas))
         try:
-            return self.parallel_map(read, metas)
+            result = []
+            fetched = self.parallel_imap(lambda m: self._read_metadata(m.file_name, referenced_by), metas)
+            for meta, data in zip(metas, fetched, strict=True):
+                result.append(avro.decode_manifest(data, self.io.uri(self.manifest_path(meta.file_name))))
+                progress.advance()
+            return result
         finally:
             progress.finish()
+
+    def parallel_imap(self, fn: Callable[[Any], T], items: Sequence[Any]) -> Iterator[T]:
+        """``map`` over a thread pool, lazily and in order (a sequential map for one worker)."""
+        if len(items) <= 1 or self.read_parallelism == 1:
+            yield from map(fn, items)
+            return
+        with ThreadPoolExecutor(max_workers=min(self.read_parallelism, len(items))) as pool:
+            yield from pool.map(fn, items)
 
     def parallel_map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> list[T]:
         if len(items) <= 1 or self.read_parallelism == 1:
