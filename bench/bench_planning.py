@@ -1,0 +1,557 @@
+"""Live-file planning benchmark: ours vs pypaimon vs raw fastavro decoding of the same manifests.
+
+    .venv/bin/python bench/bench_planning.py [--files 100000 --manifests 1000] [--repeat 5]
+
+Builds (once, cached under bench/.work/) a partitioned append-only Paimon table with the project's
+own codecs, then measures in one run, each method in its own fresh subprocess:
+
+* ours      ``Table.open`` + latest snapshot + ``live_entries`` (read_parallelism 16 and 1)
+* raw       fastavro.reader over the same manifest lists and manifests into lists of dicts,
+            sequential, no folding: the floor for a pure-Python reader
+* raw-t16   the same raw decoding on a 16-thread pool (does threading help at all?)
+* pypaimon  ``new_read_builder().new_scan().plan()`` in the pypaimon venv (bench/pypaimon_plan.py)
+
+Reports medians, ratios (ours/raw, ours/pypaimon), entries per second and memory (peak RSS delta
+of the first run in a fresh process, tracemalloc peak of one extra run), writes a JSON result file
+and a cProfile of our path. Timings are never asserted: only ratios within one run mean anything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import hashlib
+import io
+import json
+import os
+import platform
+import pstats
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+import tracemalloc
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+PYPAIMON_ENV_VAR = "LAKEFORMAT_PYPAIMON_PYTHON"
+DEFAULT_PYPAIMON_PYTHON = REPO_ROOT / ".venv-pypaimon" / "bin" / "python"
+PYPAIMON_SCRIPT = BENCH_DIR / "pypaimon_plan.py"
+DEFAULT_WORK_DIR = BENCH_DIR / ".work"
+RESULTS_DIR = BENCH_DIR / "results"
+DEFAULT_FILES = 100_000
+DEFAULT_MANIFESTS = 1_000
+GENERATOR_VERSION = 1  # bump when the generated table changes, to invalidate cached tables
+DATABASE = "bench"
+TABLE = "planning"
+FIELDS = [
+    ("dt", "STRING"),
+    ("id", "BIGINT"),
+    ("name", "STRING"),
+    ("amount", "DOUBLE"),
+    ("ts", "TIMESTAMP(3)"),
+]
+MiB = 1024 * 1024
+
+
+# ---- table generation ------------------------------------------------------------------------
+
+
+def _split(total: int, parts: int, index: int) -> int:
+    """Size of part ``index`` when ``total`` is spread as evenly as possible over ``parts``."""
+    return total * (index + 1) // parts - total * index // parts
+
+
+def build_table(
+    table_dir: Path, files: int, manifests: int, commits: int, partitions: int, compression: str
+) -> None:
+    from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
+    from tests.support.tables import TableBuilder
+
+    rng = random.Random(20260101)
+    builder = TableBuilder(
+        table_dir,
+        FIELDS,
+        partition_keys=["dt"],
+        options={"bucket": "-1", "file.format": "parquet", "manifest.compression": compression},
+        compression=compression,
+    )
+    day0 = datetime(2025, 1, 1)
+    partition_rows = [
+        builder.partition((day0 + timedelta(days=i)).strftime("%Y-%m-%d")) for i in range(partitions)
+    ]
+    # Each commit lands in a window of recent partitions (today plus late-arriving days).
+    span = max(3, -(-partitions // commits))
+    epoch_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
+    sequence = 0
+    for c in range(commits):
+        count = _split(files, commits, c)
+        commit_ms = epoch_ms + c * 60_000
+        start = c * partitions // commits
+        entries = []
+        for j in range(count):
+            rows = rng.randint(10_000, 2_000_000)
+            meta_fields: dict[str, Any] = {
+                "min_sequence_number": sequence,
+                "max_sequence_number": sequence + rows - 1,
+                "schema_id": 0,
+                "creation_time": datetime.fromtimestamp((commit_ms - 5_000 + j) / 1000, tz=timezone.utc),
+                "delete_row_count": 0,
+                "file_source": FileSource.APPEND,
+                "value_stats_cols": [],
+            }
+            sequence += rows
+            name = f"data-{uuid.UUID(int=rng.getrandbits(128), version=4)}-{j}.parquet"
+            meta = DataFileMeta.create(name, rows * rng.randint(20, 60), rows, **meta_fields)
+            entries.append(
+                ManifestEntry.create(
+                    FileKind.ADD, partition_rows[(start + j % span) % partitions], 0, -1, meta
+                )
+            )
+        builder.commit(entries, manifests=_split(manifests, commits, c), time_millis=commit_ms)
+
+
+def table_stats(table_dir: Path) -> dict[str, Any]:
+    from airflow_lakeformat.core.table import Table
+
+    table = Table.open(str(table_dir))
+    snapshot = table.snapshot_manager.latest_snapshot()
+    assert snapshot is not None
+    base, delta = table.data_manifests(snapshot)
+    manifest_bytes = sum(m.file_size for m in base + delta)
+    return {
+        "snapshot_id": snapshot.id,
+        "snapshots": len(table.snapshot_manager.list_snapshot_ids()),
+        "base_manifests": len(base),
+        "delta_manifests": len(delta),
+        "manifests": len(base) + len(delta),
+        "manifest_bytes": manifest_bytes,
+        "manifest_list_bytes": (snapshot.base_manifest_list_size or 0)
+        + (snapshot.delta_manifest_list_size or 0),
+        "added_entries": sum(m.num_added_files for m in base + delta),
+        "deleted_entries": sum(m.num_deleted_files for m in base + delta),
+        "data_files_on_disk": 0,
+    }
+
+
+def ensure_table(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
+    """The cached table for these parameters, built if missing; returns (warehouse, table_dir, stats)."""
+    key = (
+        f"planning-v{GENERATOR_VERSION}-f{args.files}-m{args.manifests}-c{args.commits}"
+        f"-p{args.partitions}-{args.compression}"
+    )
+    root = Path(args.work_dir).resolve() / key
+    warehouse = root / "warehouse"
+    table_dir = warehouse / f"{DATABASE}.db" / TABLE
+    marker = root / "params.json"
+    if marker.exists() and not args.rebuild:
+        info = json.loads(marker.read_text())
+        print(f"using cached table {table_dir}", file=sys.stderr)
+        return warehouse, table_dir, info["stats"]
+    if root.exists():
+        shutil.rmtree(root)
+    print(f"building table {table_dir} ...", file=sys.stderr)
+    t0 = time.perf_counter()
+    build_table(table_dir, args.files, args.manifests, args.commits, args.partitions, args.compression)
+    stats = table_stats(table_dir)
+    stats["build_seconds"] = round(time.perf_counter() - t0, 2)
+    print(f"built in {stats['build_seconds']} s: {stats}", file=sys.stderr)
+    params = {k: getattr(args, k) for k in ("files", "manifests", "commits", "partitions", "compression")}
+    marker.write_text(json.dumps({"params": params, "stats": stats}, indent=2))
+    return warehouse, table_dir, stats
+
+
+# ---- the measured functions (run inside worker subprocesses) -----------------------------------
+
+
+def run_ours(table_dir: str, parallelism: int) -> list[Any]:
+    from airflow_lakeformat.core.live_files import live_entries
+    from airflow_lakeformat.core.table import Table
+
+    table = Table.open(table_dir, read_parallelism=parallelism)
+    snapshot = table.snapshot_manager.latest_snapshot()
+    assert snapshot is not None
+    return live_entries(table, snapshot)
+
+
+def _read_avro(path: str) -> list[dict[str, Any]]:
+    import fastavro
+
+    with open(path, "rb") as handle:
+        data = handle.read()
+    records: list[dict[str, Any]] = list(fastavro.reader(io.BytesIO(data)))  # type: ignore[arg-type]
+    return records
+
+
+def run_raw(table_dir: str, threads: int = 1) -> list[list[dict[str, Any]]]:
+    """Snapshot JSON, both manifest lists, then every manifest, decoded to dicts. No folding."""
+    manifest_dir = os.path.join(table_dir, "manifest")
+    with open(os.path.join(table_dir, "snapshot", "LATEST"), encoding="ascii") as handle:
+        latest = handle.read().strip()
+    with open(os.path.join(table_dir, "snapshot", f"snapshot-{latest}"), encoding="utf-8") as handle:
+        snapshot = json.load(handle)
+    metas = _read_avro(os.path.join(manifest_dir, snapshot["baseManifestList"]))
+    metas += _read_avro(os.path.join(manifest_dir, snapshot["deltaManifestList"]))
+    paths = [os.path.join(manifest_dir, m["_FILE_NAME"]) for m in metas]
+    if threads <= 1:
+        return [_read_avro(p) for p in paths]
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        return list(pool.map(_read_avro, paths))
+
+
+def _names_of(method: str, result: Any) -> list[str]:
+    if method == "ours":
+        return [e.file.file_name for e in result]
+    return [r["_FILE"]["_FILE_NAME"] for records in result for r in records if r["_KIND"] == 0]
+
+
+def _current_rss() -> int:
+    with open("/proc/self/statm", encoding="ascii") as handle:
+        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_rss() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def worker(
+    method: str, table_dir: str, parallelism: int, repeat: int, warmup: int, trace: bool
+) -> dict[str, Any]:
+    """Time one method in this (fresh) process; the first run doubles as the memory run."""
+    fn: Callable[[], Any]
+    if method == "ours":
+
+        def fn() -> Any:
+            return run_ours(table_dir, parallelism)
+
+        import airflow_lakeformat.core.live_files  # noqa: F401  (imports are not part of the timing)
+    else:
+
+        def fn() -> Any:
+            return run_raw(table_dir, parallelism)
+
+        import fastavro  # noqa: F401
+
+    gc.collect()
+    rss_before, peak_before = _current_rss(), _peak_rss()
+    result = fn()
+    peak_after = _peak_rss()
+    names = sorted(_names_of(method, result))
+    digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
+    files, unique = len(names), len(set(names))
+    records = len(result) if method == "ours" else sum(len(r) for r in result)
+    del result, names
+
+    for _ in range(max(0, warmup - 1)):
+        fn()
+    times = []
+    for _ in range(repeat):
+        gc.collect()
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+        del result
+
+    traced = None
+    if trace:
+        gc.collect()
+        tracemalloc.start()
+        result = fn()
+        current, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        del result
+        traced = {"peak_bytes": peak, "retained_bytes": current}
+    return {
+        "times": times,
+        "median": statistics.median(times),
+        "min": min(times),
+        "files": files,
+        "unique_files": unique,
+        "records": records,
+        "digest": digest,
+        "memory": {
+            "rss_before_bytes": rss_before,
+            "peak_rss_before_bytes": peak_before,
+            "peak_rss_delta_bytes": peak_after - rss_before,
+            "tracemalloc": traced,
+        },
+    }
+
+
+def profile_ours(table_dir: str, out_path: Path, top: int) -> list[str]:
+    """cProfile one run of our path with read_parallelism=1 (cProfile sees only the calling thread)."""
+    run_ours(table_dir, 1)  # warm-up
+    profiler = cProfile.Profile()
+    profiler.enable()
+    run_ours(table_dir, 1)
+    profiler.disable()
+    lines = []
+    for sort in ("cumulative", "tottime"):
+        buffer = io.StringIO()
+        stats = pstats.Stats(profiler, stream=buffer).strip_dirs().sort_stats(sort)
+        stats.print_stats(top)
+        lines.append(f"==== sorted by {sort} ====")
+        lines.extend(line for line in buffer.getvalue().splitlines() if line.strip())
+    out_path.write_text("\n".join(lines) + "\n")
+    return lines
+
+
+# ---- orchestration ---------------------------------------------------------------------------
+
+
+def _clean_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
+        env.pop(name, None)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def run_json(command: list[str], timeout: float = 3600) -> dict[str, Any]:
+    completed = subprocess.run(
+        command, capture_output=True, text=True, env=_clean_env(), cwd=REPO_ROOT, timeout=timeout, check=False
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(
+            f"{' '.join(command)} failed (exit {completed.returncode}):\n{completed.stderr}\n{completed.stdout[:2000]}"
+        )
+    return json.loads(completed.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def pypaimon_python(override: str | None) -> Path | None:
+    candidate = override or os.environ.get(PYPAIMON_ENV_VAR) or str(DEFAULT_PYPAIMON_PYTHON)
+    path = Path(candidate)
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def machine_facts() -> dict[str, Any]:
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in handle if ln.startswith("model name")), cpu)
+    except OSError:
+        pass
+    mem = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            mem = int(next(ln for ln in handle if ln.startswith("MemTotal")).split()[1]) * 1024
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "memory_bytes": mem,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "fastavro": metadata.version("fastavro"),
+        "fsspec": metadata.version("fsspec"),
+    }
+
+
+def _ours_package() -> str:
+    import airflow_lakeformat
+
+    return str(Path(airflow_lakeformat.__file__).parent)
+
+
+def _fmt_mib(value: int | None) -> str:
+    return "-" if value is None else f"{value / MiB:8.1f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--files", type=int, default=DEFAULT_FILES, help="ADD entries (data files) in the table"
+    )
+    parser.add_argument("--manifests", type=int, default=DEFAULT_MANIFESTS, help="manifest files in total")
+    parser.add_argument("--commits", type=int, default=None, help="snapshots (default: manifests / 10)")
+    parser.add_argument("--partitions", type=int, default=100, help="distinct dt partition values")
+    parser.add_argument(
+        "--compression", default="zstd", help="manifest compression (zstd, snappy, deflate, none)"
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="timed repetitions per method (median reported)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="untimed runs first (the first is the memory run)"
+    )
+    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where generated tables are cached")
+    parser.add_argument(
+        "--output", default=None, help="JSON result file (default bench/results/planning*.json)"
+    )
+    parser.add_argument(
+        "--pypaimon-python", default=None, help=f"pypaimon interpreter (else ${PYPAIMON_ENV_VAR})"
+    )
+    parser.add_argument("--skip-pypaimon", action="store_true")
+    parser.add_argument("--no-tracemalloc", action="store_true", help="skip the extra tracemalloc runs")
+    parser.add_argument("--no-profile", action="store_true")
+    parser.add_argument("--rebuild", action="store_true", help="regenerate the cached table")
+    parser.add_argument(
+        "--ours-root",
+        default=None,
+        help="directory holding an alternative airflow_lakeformat package to measure as 'ours' "
+        "(e.g. a patched copy, to measure an optimization); default: this repository",
+    )
+    parser.add_argument(
+        "--worker", nargs=3, metavar=("METHOD", "TABLE_DIR", "PARALLELISM"), help=argparse.SUPPRESS
+    )
+    args = parser.parse_args(argv)
+    if args.ours_root:
+        sys.path.insert(0, str(Path(args.ours_root).resolve()))
+
+    if args.worker:
+        method, table_dir, parallelism = args.worker
+        document = worker(
+            method, table_dir, int(parallelism), args.repeat, args.warmup, not args.no_tracemalloc
+        )
+        json.dump(document, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+
+    if args.commits is None:
+        args.commits = max(1, args.manifests // 10)
+    if args.files < 1 or args.manifests < 1 or args.commits > args.manifests or args.manifests > args.files:
+        parser.error("need 1 <= commits <= manifests <= files")
+    default_size = args.files == DEFAULT_FILES and args.manifests == DEFAULT_MANIFESTS
+    output = (
+        Path(args.output)
+        if args.output
+        else RESULTS_DIR
+        / ("planning.json" if default_size else f"planning-f{args.files}-m{args.manifests}.json")
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    warehouse, table_dir, stats = ensure_table(args)
+    common = ["--repeat", str(args.repeat), "--warmup", str(args.warmup)]
+    if args.no_tracemalloc:
+        common.append("--no-tracemalloc")
+    me = [sys.executable, str(Path(__file__).resolve())]
+    if args.ours_root:
+        me += ["--ours-root", str(Path(args.ours_root).resolve())]
+    methods: dict[str, dict[str, Any]] = {}
+    plan = [("ours", "ours", 16), ("ours-p1", "ours", 1), ("raw", "raw", 1), ("raw-t16", "raw", 16)]
+    for label, method, parallelism in plan:
+        print(f"measuring {label} ...", file=sys.stderr)
+        methods[label] = run_json([*me, *common, "--worker", method, str(table_dir), str(parallelism)])
+        methods[label]["method"] = method
+        methods[label]["parallelism"] = parallelism
+
+    pypaimon = pypaimon_python(args.pypaimon_python)
+    if args.skip_pypaimon:
+        print("pypaimon skipped (--skip-pypaimon)", file=sys.stderr)
+    elif pypaimon is None:
+        print(
+            f"pypaimon skipped: no interpreter (set ${PYPAIMON_ENV_VAR} or run scripts/setup.sh)",
+            file=sys.stderr,
+        )
+    else:
+        print(f"measuring pypaimon ({pypaimon}) ...", file=sys.stderr)
+        document = run_json([str(pypaimon), str(PYPAIMON_SCRIPT), str(warehouse), DATABASE, TABLE, *common])
+        document["method"] = "pypaimon"
+        document["interpreter"] = str(pypaimon)
+        methods["pypaimon"] = document
+
+    expected = methods["ours"]
+    mismatches = [
+        label
+        for label, m in methods.items()
+        if (m["files"], m["unique_files"], m["digest"])
+        != (expected["files"], expected["files"], expected["digest"])
+    ]
+    if expected["files"] != stats["added_entries"] - stats["deleted_entries"]:
+        mismatches.append("table-stats")
+
+    profile_lines: list[str] = []
+    if not args.no_profile:
+        print("profiling ours (read_parallelism=1) ...", file=sys.stderr)
+        profile_lines = profile_ours(str(table_dir), output.with_suffix(".profile.txt"), 15)
+
+    raw = methods["raw"]["median"]
+    pyp = methods.get("pypaimon", {}).get("median")
+    for m in methods.values():
+        m["vs_raw"] = m["median"] / raw
+        m["vs_pypaimon"] = m["median"] / pyp if pyp else None
+        m["entries_per_second"] = expected["files"] / m["median"]
+    ours = methods["ours"]["median"]
+    result: dict[str, Any] = {
+        "benchmark": "live-file planning",
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_facts(),
+        "params": {
+            k: getattr(args, k)
+            for k in ("files", "manifests", "commits", "partitions", "compression", "repeat", "warmup")
+        },
+        "table": {"path": str(table_dir), **stats},
+        "ours_package": _ours_package(),
+        "memory_method": (
+            "peak_rss_delta = ru_maxrss after the first (untimed) run in a fresh worker process minus "
+            "the RSS just before it; tracemalloc = peak and retained (result still alive) Python "
+            "allocations of one extra run under tracemalloc"
+        ),
+        "methods": methods,
+        "ratios": {
+            "ours/raw": ours / raw,
+            "ours/pypaimon": ours / pyp if pyp else None,
+            "ours-p1/raw": methods["ours-p1"]["median"] / raw,
+            "ours-p1/pypaimon": methods["ours-p1"]["median"] / pyp if pyp else None,
+            "pypaimon/raw": pyp / raw if pyp else None,
+            "raw-t16/raw": methods["raw-t16"]["median"] / raw,
+        },
+        "targets": {
+            "faster_than_pypaimon": (ours < pyp) if pyp else None,
+            "within_1.5x_of_raw": ours <= 1.5 * raw,
+        },
+        "file_sets_agree": not mismatches,
+        "mismatches": mismatches,
+        "profile_top": profile_lines,
+    }
+    output.write_text(json.dumps(result, indent=2) + "\n")
+
+    print()
+    print(
+        f"table: {expected['files']:,} live files in {stats['manifests']:,} manifests "
+        f"({stats['manifest_bytes'] / MiB:.1f} MiB of {args.compression} Avro), {stats['snapshots']} snapshots"
+    )
+    header = (
+        f"{'method':<10} {'median s':>9} {'min s':>8} {'/raw':>6} {'/pypaimon':>9} {'entries/s':>11} "
+        f"{'peakRSS+ MiB':>12} {'tm peak MiB':>11} {'tm kept MiB':>11}"
+    )
+    print(header)
+    print("-" * len(header))
+    for label, m in methods.items():
+        traced = m["memory"]["tracemalloc"] or {}
+        vs_pyp = f"{m['vs_pypaimon']:9.2f}" if m["vs_pypaimon"] else f"{'-':>9}"
+        print(
+            f"{label:<10} {m['median']:9.3f} {m['min']:8.3f} {m['vs_raw']:6.2f} {vs_pyp} "
+            f"{m['entries_per_second']:11,.0f} {_fmt_mib(m['memory']['peak_rss_delta_bytes']):>12} "
+            f"{_fmt_mib(traced.get('peak_bytes')):>11} {_fmt_mib(traced.get('retained_bytes')):>11}"
+        )
+    print()
+    ratios = result["ratios"]
+    print(
+        f"ours/raw = {ratios['ours/raw']:.2f} (target <= 1.5)   "
+        + (f"ours/pypaimon = {ratios['ours/pypaimon']:.2f} (target < 1)" if pyp else "pypaimon not measured")
+    )
+    print(f"file sets agree: {not mismatches}" + (f" (mismatch: {mismatches})" if mismatches else ""))
+    print(f"results: {output}")
+    return 0 if not mismatches else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
