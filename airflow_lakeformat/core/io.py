@@ -14,7 +14,8 @@ import json
 import os
 import posixpath
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -192,14 +193,8 @@ class FileIO:
         if not self.is_local:
             self.fs.pipe_file(path, data)  # a PUT is atomic on object stores
             return
-        temp = self._hidden_temp_path(path)
-        try:
-            with open(temp, "wb") as handle:
-                handle.write(data)
+        with _hidden_temp_file(path, data) as temp:
             os.replace(temp, path)
-        finally:
-            if os.path.exists(temp):
-                os.unlink(temp)
 
     def create_exclusive(self, path: str, data: bytes) -> None:
         """Publish ``data`` at ``path`` only if nothing is there; raise FileExistsError otherwise.
@@ -210,14 +205,8 @@ class FileIO:
         """
         if self.is_local:
             os.makedirs(posixpath.dirname(path), exist_ok=True)
-            temp = self._hidden_temp_path(path)
-            try:
-                with open(temp, "wb") as handle:
-                    handle.write(data)
+            with _hidden_temp_file(path, data) as temp:
                 os.link(temp, path)
-            finally:
-                if os.path.exists(temp):
-                    os.unlink(temp)
             return
         if self.protocol == "s3":
             try:
@@ -243,11 +232,22 @@ class FileIO:
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(path)
 
-    @staticmethod
-    def _hidden_temp_path(path: str) -> str:
-        # Paimon's temp naming: hidden (leading dot) so snapshot listings never parse it (#9026).
-        directory, name = posixpath.split(path)
-        return posixpath.join(directory, f".{name}.{uuid.uuid4()}.tmp")
+
+@contextmanager
+def _hidden_temp_file(path: str, data: bytes) -> Iterator[str]:
+    """A complete temp file next to ``path``, removed on exit whatever happened to it.
+
+    Paimon's naming: hidden (leading dot), so snapshot listings never parse it (#9026).
+    """
+    directory, name = posixpath.split(path)
+    temp = posixpath.join(directory, f".{name}.{uuid.uuid4()}.tmp")
+    try:
+        with open(temp, "wb") as handle:
+            handle.write(data)
+        yield temp
+    finally:
+        if os.path.exists(temp):
+            os.unlink(temp)
 
 
 def _mtime_of(row: Mapping[str, Any]) -> float | None:
