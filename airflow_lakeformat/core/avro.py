@@ -186,7 +186,16 @@ def decode_manifest_list(data: bytes, path: str) -> list[ManifestFileMeta]:
 
 
 def decode_manifest(data: bytes, path: str) -> list[ManifestEntry]:
-    _, records = read_records(data, path)
+    return decode_manifest_with_schema(data, path)[0]
+
+
+def decode_manifest_with_schema(data: bytes, path: str) -> tuple[list[ManifestEntry], dict[str, Any]]:
+    """Entries and the writer schema, from one decode (a rewrite needs both)."""
+    schema, records = read_records(data, path)
+    return _entries(records, path), schema
+
+
+def _entries(records: list[dict[str, Any]], path: str) -> list[ManifestEntry]:
     _check_versions(records, path)
     try:
         return [ManifestEntry(r) for r in records]

@@ -130,8 +130,7 @@ class Table:
     ) -> tuple[list[ManifestEntry], dict[str, Any]]:
         """A manifest's entries and its Avro writer schema (to carry fields a rewrite does not know)."""
         path = self.io.uri(self.manifest_path(name))
-        schema, _ = avro.read_records(self._read_metadata(name, referenced_by), path)
-        return self.manifest(name, referenced_by), schema
+        return avro.decode_manifest_with_schema(self._read_metadata(name, referenced_by), path)
 
     def data_manifests(self, snapshot: Snapshot) -> tuple[list[ManifestFileMeta], list[ManifestFileMeta]]:
         """The base and delta manifest lists of a snapshot (tags are snapshots too)."""
