@@ -122,29 +122,7 @@ def _new_builder(table_dir: Path) -> Any:
 
 def _commit_written(builder: Any, delta: list[Any], delta_rows: int, time_millis: int) -> None:
     """TableBuilder.commit for manifests already written (here: by the rolling writer)."""
-    from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
-
-    previous = builder.snapshots[-1] if builder.snapshots else None
-    base_name, base_size = builder.write_manifest_list(builder.base)
-    delta_name, delta_size = builder.write_manifest_list(delta)
-    snapshot = Snapshot(
-        id=(previous.id + 1) if previous else 1,
-        schema_id=builder.schema.id,
-        base_manifest_list=base_name,
-        base_manifest_list_size=base_size,
-        delta_manifest_list=delta_name,
-        delta_manifest_list_size=delta_size,
-        commit_user=builder.commit_user,
-        commit_identifier=BATCH_COMMIT_IDENTIFIER,
-        commit_kind=CommitKind.APPEND,
-        time_millis=time_millis,
-        total_record_count=((previous.total_record_count or 0) if previous else 0) + delta_rows,
-        delta_record_count=delta_rows,
-    )
-    (builder.root / "snapshot" / f"snapshot-{snapshot.id}").write_bytes(snapshot.to_bytes())
-    (builder.root / "snapshot" / "LATEST").write_text(str(snapshot.id))
-    builder.base = builder.base + delta
-    builder.snapshots.append(snapshot)
+    builder.publish(delta, delta_rows, time_millis=time_millis)
 
 
 def build_compacted(table_dir: Path, files: int, seed: int) -> None:

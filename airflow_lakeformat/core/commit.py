@@ -44,7 +44,6 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.manifest import (
-    DataFileMeta,
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
@@ -252,17 +251,7 @@ class Committer:
                 for k, v in partition_filter.items()
             )
 
-        return [
-            ManifestEntry.create(
-                FileKind.DELETE,
-                e.partition,
-                e.bucket,
-                e.total_buckets if e.total_buckets is not None else -1,
-                DataFileMeta(dict(e.file.record)),
-            )
-            for e in live_entries(self.table, latest)
-            if matches(e.partition)
-        ]
+        return [e.to_delete() for e in live_entries(self.table, latest) if matches(e.partition)]
 
     def _refuse_unsupported(self, rewrites_live_files: bool) -> None:
         options = self.table.schema.table_options
@@ -311,16 +300,17 @@ class Committer:
         return writer.write(entries)
 
     def _rolling_writer(
-        self, written: list[str], extra_file_fields: Sequence[Mapping[str, Any]] = ()
+        self, written: list[str], extra_file_fields: Sequence[Mapping[str, Any]] = (), store: bool = True
     ) -> RollingManifestWriter:
         options = self.table.schema.table_options
 
-        def store(name: str, data: bytes) -> None:
-            written.append(name)
-            self.io.write_bytes(self.table.manifest_path(name), data)
+        def write_file(name: str, data: bytes) -> None:
+            if store:
+                written.append(name)
+                self.io.write_bytes(self.table.manifest_path(name), data)
 
         return RollingManifestWriter(
-            store,
+            write_file,
             partition_types=self.table.schema.partition_types,
             schema_id=self.table.schema.id,
             target_file_size=options.manifest_target_file_size,
@@ -384,9 +374,15 @@ class Committer:
         return _Attempt(snapshot, attempt_files), (result.mode if result else "none")
 
     def merge(
-        self, manifests: list[ManifestFileMeta], written: list[str], force: bool = False
+        self,
+        manifests: list[ManifestFileMeta],
+        written: list[str],
+        force: bool = False,
+        dry_run: bool = False,
     ) -> ManifestMergeResult:
         """Apply the table's manifest merge policy (forced full merge when ``force``).
+
+        With ``dry_run`` the merged manifests are encoded (so their sizes are real) but not stored.
 
         Fields a newer Paimon wrote into ``_FILE`` are learned from each manifest's writer schema as it
         is read and carried into the rewritten manifests; the writer refuses any it was not told about.
@@ -407,7 +403,7 @@ class Committer:
             return entries
 
         def write(entries: Iterable[ManifestEntry]) -> list[ManifestFileMeta]:
-            return self._rolling_writer(written, list(carried.values())).write(entries)
+            return self._rolling_writer(written, list(carried.values()), store=not dry_run).write(entries)
 
         return merge_manifests(
             manifests,

@@ -228,6 +228,10 @@ class ManifestEntry:
             }
         )
 
+    def to_delete(self) -> ManifestEntry:
+        """The DELETE entry that removes this file: the same record (bytes, buckets, fields) with kind DELETE."""
+        return ManifestEntry({**self.record, "_KIND": int(FileKind.DELETE), "_FILE": dict(self.file.record)})
+
     def identifier(self) -> tuple[Any, ...]:
         """Paimon's ``FileEntry.Identifier``: what ADD and DELETE entries are matched on.
 

@@ -40,9 +40,7 @@ def add(table: Table, name: str, partition: str = "a", rows: int = 1) -> Manifes
 
 
 def delete(entry: ManifestEntry) -> ManifestEntry:
-    return ManifestEntry.create(
-        FileKind.DELETE, entry.partition, entry.bucket, -1, DataFileMeta(dict(entry.file.record))
-    )
+    return entry.to_delete()
 
 
 def live_names(table: Table) -> list[str]:

@@ -78,13 +78,7 @@ class TableBuilder:
         return ManifestEntry.create(kind, partition_bytes, bucket, total_buckets, meta)
 
     def delete_of(self, entry: ManifestEntry) -> ManifestEntry:
-        return ManifestEntry.create(
-            FileKind.DELETE,
-            entry.partition,
-            entry.bucket,
-            entry.total_buckets or -1,
-            DataFileMeta(dict(entry.file.record)),
-        )
+        return entry.to_delete()
 
     def write_manifest(self, entries: Sequence[ManifestEntry]) -> ManifestFileMeta:
         name = f"manifest-{uuid.uuid4()}-0"
@@ -107,12 +101,29 @@ class TableBuilder:
         write_data_files: bool = False,
     ) -> Snapshot:
         """Publish one snapshot whose delta holds ``entries`` split over ``manifests`` manifest files."""
-        previous = self.snapshots[-1] if self.snapshots else None
         chunk = max(1, -(-len(entries) // manifests))
         delta = [self.write_manifest(entries[i : i + chunk]) for i in range(0, len(entries), chunk)]
+        delta_rows = sum(e.file.row_count if e.kind is FileKind.ADD else -e.file.row_count for e in entries)
+        snapshot = self.publish(delta, delta_rows, kind, time_millis)
+        if write_data_files:
+            for e in entries:
+                if e.kind is FileKind.ADD:
+                    path = self.root / self.paths.relative_path(e)
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    path.write_bytes(b"x")
+        return snapshot
+
+    def publish(
+        self,
+        delta: list[ManifestFileMeta],
+        delta_rows: int,
+        kind: CommitKind = CommitKind.APPEND,
+        time_millis: int | None = None,
+    ) -> Snapshot:
+        """Write the lists and ``snapshot-N`` for delta manifests already written (no checks, no merge)."""
+        previous = self.snapshots[-1] if self.snapshots else None
         base_name, base_size = self.write_manifest_list(self.base)
         delta_name, delta_size = self.write_manifest_list(delta)
-        delta_rows = sum(e.file.row_count if e.kind is FileKind.ADD else -e.file.row_count for e in entries)
         snapshot = Snapshot(
             id=(previous.id + 1) if previous else 1,
             schema_id=self.schema.id,
@@ -129,12 +140,6 @@ class TableBuilder:
         )
         (self.root / "snapshot" / f"snapshot-{snapshot.id}").write_bytes(snapshot.to_bytes())
         (self.root / "snapshot" / "LATEST").write_text(str(snapshot.id))
-        if write_data_files:
-            for e in entries:
-                if e.kind is FileKind.ADD:
-                    path = self.root / self.paths.relative_path(e)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    path.write_bytes(b"x")
         self.base = self.base + delta
         self.snapshots.append(snapshot)
         return snapshot

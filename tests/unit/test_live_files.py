@@ -87,3 +87,14 @@ def test_live_files_on_the_pypaimon_sample(sample_tables: Path) -> None:
     latest = pk.snapshot_manager.latest_snapshot()
     assert latest is not None
     assert {f.entry.bucket for f in live_files(pk, latest)} == {0, 1}
+
+
+def test_to_delete_keeps_identity_and_total_buckets_without_sharing_the_record(tmp_path: Path) -> None:
+    b = TableBuilder(tmp_path / "t", [("p", "INT"), ("v", "INT")], ["p"])
+    added = b.entry((1,), 3, "f", total_buckets=4, level=2, extra_files=["f.index"])
+    removed = added.to_delete()
+    assert removed.kind is FileKind.DELETE and added.kind is FileKind.ADD
+    assert removed.identifier() == added.identifier()
+    assert removed.total_buckets == 4 and removed.record["_TOTAL_BUCKETS"] == 4
+    removed.file.record["_FILE_SIZE"] = 0
+    assert added.file.file_size == 1024

@@ -52,13 +52,7 @@ def add(name: str, part: int | None = 1, bucket: int = 0, level: int = 0, **fiel
 
 
 def delete(entry: ManifestEntry) -> ManifestEntry:
-    return ManifestEntry.create(
-        FileKind.DELETE,
-        entry.partition,
-        entry.bucket,
-        entry.total_buckets or -1,
-        DataFileMeta(dict(entry.file.record)),
-    )
+    return entry.to_delete()
 
 
 def at_level(entry: ManifestEntry, level: int) -> ManifestEntry:

@@ -92,8 +92,7 @@ def compact_manifests(
             base, delta = table.data_manifests(latest)
             before = base + delta
             written: list[str] = []
-            merger = _DiscardingCommitter(committer) if dry_run else committer
-            result = merger.merge(before, written, force=mode == "full")
+            result = committer.merge(before, written, force=mode == "full", dry_run=dry_run)
             summary = (
                 mode, dry_run, result.mode, latest.id, *_sizes(before), *_sizes(result.manifests), len(result.rewritten)
             )  # fmt: skip
@@ -156,15 +155,3 @@ def _compact_snapshot(
         next_row_id=latest.next_row_id,
         extra={"uuid": str(uuid.uuid4()), "writerVersion": WRITER_VERSION},
     )
-
-
-class _DiscardingCommitter(Committer):
-    """A committer whose manifest writes are encoded (so sizes are real) but never stored."""
-
-    def __init__(self, inner: Committer) -> None:
-        self.__dict__.update(inner.__dict__)
-
-    def _rolling_writer(self, written: list[str], extra_file_fields: Any = ()) -> Any:
-        writer = super()._rolling_writer(written, extra_file_fields)
-        writer._write_bytes = lambda name, data: None
-        return writer
