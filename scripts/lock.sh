@@ -14,7 +14,7 @@ fi
 common=(--python-version 3.11 --no-header)
 {
   echo "# Main dev/test environment for python 3.11. Regenerate with: bash scripts/lock.sh"
-  "$UV" pip compile "${common[@]}" pyproject.toml requirements/dev.in --extra dev "$@"
+  "$UV" pip compile "${common[@]}" pyproject.toml requirements/dev.in --extra dev --override requirements/overrides.txt "$@"
 } > requirements/dev.lock.tmp
 mv requirements/dev.lock.tmp requirements/dev.lock
 {

@@ -51,7 +51,9 @@ if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -x .venv/bin/lakeform
   log ".venv up to date"
 else
   t="$(now)"
-  "$UV" pip install --python .venv/bin/python --quiet -r requirements/dev.lock
+  # --no-deps: the lock is complete and drops pyspark-client on purpose (requirements/overrides.txt);
+  # resolving again would pull it back in and clobber pyspark's files.
+  "$UV" pip install --python .venv/bin/python --quiet --no-deps -r requirements/dev.lock
   "$UV" pip install --python .venv/bin/python --quiet --no-deps -e .
   echo "$want" > "$stamp"
   log "installed requirements/dev.lock + editable airflow-lakeformat into .venv ($(elapsed "$t") s)"
