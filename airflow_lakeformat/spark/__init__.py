@@ -1,0 +1,1 @@
+"""PySpark entry points for the heavy work; imports the core, never Airflow."""

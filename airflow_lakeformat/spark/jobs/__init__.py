@@ -1,0 +1,1 @@
+"""``spark-submit`` scripts, one module per job."""

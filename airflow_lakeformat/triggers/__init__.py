@@ -1,0 +1,1 @@
+"""Airflow triggers (run in the triggerer; async, no worker slot held)."""
