@@ -115,3 +115,32 @@ class RegisterError(LakeformatError, ValueError):
         self.path = path
         self.problem = problem
         super().__init__(f"{path}: {problem}")
+
+
+class MaintenanceRefusedError(LakeformatError, ValueError):
+    """A maintenance request that would be unsafe (or that this release cannot do safely) was refused.
+
+    Raised before anything is deleted: a too-short ``older_than``, retention settings Paimon rejects, or a
+    table feature (decoupled changelogs, index files in bucket directories) the deletion code does not
+    handle yet. Never half-handled.
+    """
+
+    def __init__(self, location: str, problem: str) -> None:
+        super().__init__(f"{location}: refused: {problem}")
+        self.location = location
+        self.problem = problem
+
+
+class PlanOutdatedError(LakeformatError):
+    """The table changed since a maintenance plan was made, in a way that invalidates the plan.
+
+    Nothing was deleted; make a new plan.
+    """
+
+
+class DeletionFailedError(LakeformatError, OSError):
+    """Some files could not be deleted after retries. ``report`` says what was and was not deleted."""
+
+    def __init__(self, message: str, report: object) -> None:
+        super().__init__(message)
+        self.report = report
