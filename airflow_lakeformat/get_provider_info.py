@@ -1,0 +1,104 @@
+"""What Airflow learns about this provider through the ``apache_airflow_provider`` entry point.
+
+Airflow calls :func:`get_provider_info` while it discovers providers, before it imports any hook,
+so this module imports nothing but the package version. The connection form is declared here
+(``conn-fields`` and ``ui-field-behaviour``), the Airflow 3.2+ way: the hook classmethods that used
+to build it are ignored when flask-appbuilder/wtforms are absent, as they are in a base 3.3 install.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_lakeformat import __version__
+
+INTEGRATION = "Apache Paimon (lakeformat)"
+
+_NULLABLE_STRING: dict[str, Any] = {"type": ["string", "null"]}
+_SECRET_STRING: dict[str, Any] = {"type": ["string", "null"], "format": "password"}
+
+
+def _connection_type() -> dict[str, Any]:
+    return {
+        "connection-type": "lakeformat",
+        "hook-class-name": "airflow_lakeformat.hooks.lakeformat.LakeformatHook",
+        "hook-name": "Lakeformat (Apache Paimon tables)",
+        "ui-field-behaviour": {
+            "hidden-fields": ["schema", "port"],
+            "relabeling": {
+                "host": "Warehouse or table URI",
+                "login": "Access key ID",
+                "password": "Secret access key",
+            },
+            "placeholders": {
+                "host": "s3://bucket/warehouse  (or /data/warehouse, or s3://bucket/warehouse/db.db/table)",
+                "login": "optional; falls back to the environment (AWS_ACCESS_KEY_ID, instance role, ...)",
+                "password": "optional",
+            },
+        },
+        "conn-fields": {
+            "endpoint_url": {
+                "label": "S3 endpoint URL",
+                "description": "For S3-compatible stores (MinIO, SeaweedFS, Ceph): e.g. http://seaweedfs:8333",
+                "schema": _NULLABLE_STRING,
+            },
+            "region": {
+                "label": "Region",
+                "description": "Object-store region, e.g. eu-west-1",
+                "schema": _NULLABLE_STRING,
+            },
+            "session_token": {
+                "label": "Session token",
+                "description": "Temporary-credential session token (kept secret)",
+                "schema": _SECRET_STRING,
+            },
+            "storage_options": {
+                "label": "Other storage options (JSON)",
+                "description": 'fsspec storage options as a JSON object, e.g. {"config_kwargs": {"s3": '
+                '{"addressing_style": "path"}}}',
+                "schema": _NULLABLE_STRING,
+            },
+            "commit_user_prefix": {
+                "label": "Commit user prefix",
+                "description": "Prefix of the Paimon commit user of commits made through this connection",
+                "schema": _NULLABLE_STRING,
+            },
+        },
+    }
+
+
+def get_provider_info() -> dict[str, Any]:
+    """The provider metadata dict (schema: ``airflow/provider_info.schema.json``)."""
+    return {
+        "package-name": "airflow-lakeformat",
+        "name": "Lakeformat",
+        "description": "Maintain Apache Paimon tables from Airflow: commits, snapshot sensors, manifest "
+        "compaction, snapshot expiry and orphan cleanup, in-process or on Spark.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": INTEGRATION,
+                "external-doc-url": "https://paimon.apache.org/",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_lakeformat.hooks.lakeformat"]}
+        ],
+        "operators": [
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_lakeformat.operators.commit",
+                    "airflow_lakeformat.operators.compact_manifests",
+                ],
+            }
+        ],
+        "sensors": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_lakeformat.sensors.snapshot"]}
+        ],
+        "triggers": [
+            {"integration-name": INTEGRATION, "python-modules": ["airflow_lakeformat.triggers.snapshot"]}
+        ],
+        "connection-types": [_connection_type()],
+    }
