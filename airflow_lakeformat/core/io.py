@@ -228,9 +228,56 @@ class FileIO:
         self.fs.pipe_file(path, data)
 
     def delete(self, path: str) -> None:
-        """Delete one file; a missing file is not an error."""
+        """Delete one file this process wrote and never published; a missing file is not an error.
+
+        Table files are deleted only through ``core/maintenance/deletion.py``, which uses the
+        primitives below.
+        """
         with contextlib.suppress(FileNotFoundError):
             self.fs.rm_file(path)
+
+    def delete_existing(self, path: str) -> bool:
+        """Delete one file; False if it was already gone. Other errors propagate."""
+        try:
+            self.fs.rm_file(path)
+        except FileNotFoundError:
+            return False
+        return True
+
+    def delete_objects(self, bucket: str, keys: list[str]) -> dict[str, tuple[str, str]]:
+        """S3 ``DeleteObjects`` of up to 1000 keys; returns ``{key: (code, message)}`` for refused keys.
+
+        S3 does not say whether a key existed, so absent keys are simply not in the result.
+        """
+        from fsspec.asyn import sync  # s3fs is async underneath; its own sync API calls it this way
+
+        fs: Any = self.fs
+        try:
+            response = sync(
+                fs.loop,
+                fs._call_s3,
+                "delete_objects",
+                Bucket=bucket,
+                Delete={"Objects": [{"Key": key} for key in keys], "Quiet": True},
+            )
+        except OSError:
+            raise
+        except Exception as exc:  # botocore/aiohttp errors are not OSErrors; callers retry on OSError
+            raise OSError(f"DeleteObjects on bucket {bucket} failed: {exc}") from exc
+        for key in keys:
+            fs.invalidate_cache(f"{bucket}/{key}")
+        return {
+            str(item.get("Key")): (str(item.get("Code")), f"{item.get('Code')}: {item.get('Message')}")
+            for item in response.get("Errors", []) or []
+        }
+
+    def remove_empty_dir(self, path: str) -> bool:
+        """rmdir(2) on a local directory: only if empty, never recursive. False if missing or not empty."""
+        try:
+            os.rmdir(path)
+        except OSError:
+            return False
+        return True
 
 
 @contextmanager

@@ -37,3 +37,15 @@ class FaultyFileIO(FileIO):
 
     def delete(self, path: str) -> None:
         self._maybe_fail("delete", path, lambda: FileIO.delete(self, path))
+
+    def delete_existing(self, path: str) -> bool:
+        result: list[bool] = []
+        self._maybe_fail("delete", path, lambda: result.append(FileIO.delete_existing(self, path)))
+        return result[0] if result else False
+
+    def delete_objects(self, bucket: str, keys: list[str]) -> dict[str, tuple[str, str]]:
+        result: list[dict[str, tuple[str, str]]] = []
+        self._maybe_fail(
+            "delete_objects", bucket, lambda: result.append(FileIO.delete_objects(self, bucket, keys))
+        )
+        return result[0] if result else {}

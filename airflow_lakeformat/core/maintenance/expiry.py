@@ -1,0 +1,597 @@
+"""Snapshot expiry with Paimon's semantics (``ExpireSnapshotsImpl``), planned as a value.
+
+Range: with latest ``L`` and earliest ``E``, snapshots below ``max(L - retain_max + 1, E)`` go
+regardless of age; from there on a snapshot goes only while its *successor* was committed before
+``now - time_retained`` (it stopped being the latest long enough ago), and never at or beyond
+``L - retain_min + 1``, a consumer's next snapshot or ``E + expire_limit``.
+
+Deletion order (each step idempotent, so re-running after a crash anywhere converges):
+  1. data files DELETEd by the delta manifests of snapshots ``(begin, end]`` and not re-ADDed later
+     in that range, unless a tag (of any branch) or a branch still holds a file of that name;
+  2. changelog files ADDed by the changelog manifests of ``[begin, end)``;
+  3. manifests, manifest lists, index manifests, index files and statistics files of ``[begin, end)``
+     that snapshot ``end``, no tag and no branch uses;
+  4. snapshot files, ascending; 5. the ``EARLIEST`` hint.
+
+Stricter than Paimon: protection is by file name over *all* tags of every branch and each branch's
+earliest snapshot (Paimon checks the nearest tag only and ignored branch tags, #9867); metadata
+that protects anything must be readable or nothing is deleted; only the ``main`` branch is expired;
+decoupled changelogs are refused.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from airflow_lakeformat.core import paths
+from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError, PlanOutdatedError
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter
+from airflow_lakeformat.core.maintenance.references import (
+    SnapshotReferences,
+    index_file_path,
+    resolve_table_path,
+    snapshot_references,
+)
+from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.options import parse_duration
+from airflow_lakeformat.core.paths import DataFilePaths
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
+from airflow_lakeformat.core.snapshot import Snapshot
+from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
+from airflow_lakeformat.core.table import Table
+
+Clock = Callable[[], float]
+
+DATA_KINDS = ("data-file", "extra-file")
+CHANGELOG_KINDS = ("changelog-file",)
+METADATA_KINDS = ("manifest", "manifest-list", "index-manifest", "index-file", "statistics")
+
+
+@dataclass(frozen=True)
+class ExpiryOptions:
+    """The four knobs, resolved from call arguments over table options over Paimon's defaults."""
+
+    retain_min: int
+    retain_max: int
+    time_retained: timedelta
+    expire_limit: int
+
+    @classmethod
+    def resolve(
+        cls,
+        table: Table,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than: timedelta | None = None,
+        max_deletes: int | None = None,
+    ) -> ExpiryOptions:
+        options = table.schema.table_options
+        resolved = cls(
+            retain_min=options.snapshot_num_retained_min if retain_min is None else retain_min,
+            retain_max=options.snapshot_num_retained_max if retain_max is None else retain_max,
+            time_retained=options.snapshot_time_retained if older_than is None else older_than,
+            expire_limit=options.snapshot_expire_limit if max_deletes is None else max_deletes,
+        )
+        problems = []
+        if resolved.retain_min < 1:
+            problems.append(f"retain-min must be at least 1, not {resolved.retain_min}")
+        if resolved.retain_max < resolved.retain_min:
+            problems.append(f"retain-max ({resolved.retain_max}) is below retain-min ({resolved.retain_min})")
+        if resolved.expire_limit < 1:
+            problems.append(f"max-deletes must be at least 1, not {resolved.expire_limit}")
+        if resolved.time_retained < timedelta(0):
+            problems.append("time retained must not be negative")
+        if problems:
+            raise MaintenanceRefusedError(table.uri, "; ".join(problems))
+        return resolved
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "retainMin": self.retain_min,
+            "retainMax": self.retain_max,
+            "timeRetainedSeconds": self.time_retained.total_seconds(),
+            "expireLimit": self.expire_limit,
+        }
+
+
+@dataclass(frozen=True)
+class Protection:
+    """What protects snapshots and files: tags (``branch:tag`` -> snapshot id), consumers, branches."""
+
+    tags: dict[str, int]
+    consumers: dict[str, int]
+    branches: dict[str, int | None]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tags": self.tags, "consumers": self.consumers, "branches": self.branches}
+
+
+@dataclass
+class SnapshotExpiryPlan:
+    """Everything an expiry would do, computed without deleting anything."""
+
+    table_uri: str
+    planned_at_millis: int
+    options: ExpiryOptions
+    earliest: int | None
+    latest: int | None
+    begin: int | None
+    end: int | None
+    decisions: list[str]
+    protection: Protection
+    data_files: list[DeleteRequest] = field(default_factory=list)
+    changelog_files: list[DeleteRequest] = field(default_factory=list)
+    metadata_files: list[DeleteRequest] = field(default_factory=list)
+    snapshot_files: list[DeleteRequest] = field(default_factory=list)
+    kept_by_tags_or_branches: int = 0
+    kept_readded: int = 0
+    warnings: list[str] = field(default_factory=list)
+    manifest_lists_read: int = 0
+    manifests_read: int = 0
+
+    @property
+    def expired_ids(self) -> list[int]:
+        if self.begin is None or self.end is None:
+            return []
+        return list(range(self.begin, self.end))
+
+    def requests(self) -> list[DeleteRequest]:
+        return [*self.data_files, *self.changelog_files, *self.metadata_files, *self.snapshot_files]
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        files: dict[str, int] = {}
+        sizes: dict[str, int] = {}
+        for request in self.requests():
+            files[request.kind] = files.get(request.kind, 0) + 1
+            sizes[request.kind] = sizes.get(request.kind, 0) + (request.size or 0)
+        return dict(sorted(files.items())), dict(sorted(sizes.items()))
+
+    def to_json(self, include_files: bool = False) -> dict[str, Any]:
+        files, sizes = self.counts()
+        out: dict[str, Any] = {
+            "table": self.table_uri,
+            "plannedAtMillis": self.planned_at_millis,
+            "options": self.options.to_json(),
+            "earliest": self.earliest,
+            "latest": self.latest,
+            "snapshotsToExpire": self.expired_ids,
+            "firstRetained": self.end,
+            "decisions": self.decisions,
+            "protection": self.protection.to_json(),
+            "files": files,
+            "bytes": sizes,
+            "keptByTagsOrBranches": self.kept_by_tags_or_branches,
+            "keptReadded": self.kept_readded,
+            "warnings": self.warnings,
+            "manifestListsRead": self.manifest_lists_read,
+            "manifestsRead": self.manifests_read,
+        }
+        if include_files:
+            out["paths"] = {kind: [r.path for r in self.requests() if r.kind == kind] for kind in files}
+        return out
+
+
+@dataclass
+class SnapshotExpiryResult:
+    plan: SnapshotExpiryPlan
+    report: DeletionReport
+    earliest_after: int | None
+    duration_seconds: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operation": "expire-snapshots",
+            "table": self.plan.table_uri,
+            "dryRun": self.report.dry_run,
+            "snapshotsExpired": self.plan.expired_ids,
+            "earliestBefore": self.plan.earliest,
+            "earliestAfter": self.earliest_after,
+            "latest": self.plan.latest,
+            "files": dict(sorted(self.report.files.items())),
+            "bytes": dict(sorted(self.report.bytes.items())),
+            "bytesFreed": self.report.total_bytes,
+            "alreadyMissing": self.report.already_missing,
+            "failed": [f.path for f in self.report.failed],
+            "decisions": self.plan.decisions,
+            "warnings": self.plan.warnings,
+            "manifestListsRead": self.plan.manifest_lists_read,
+            "manifestsRead": self.plan.manifests_read,
+            "durationSeconds": round(self.duration_seconds, 3),
+        }
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+def _refuse_unsupported(table: Table) -> None:
+    if table.branch != MAIN_BRANCH:
+        raise MaintenanceRefusedError(table.uri, f"expiring branch {table.branch!r} (only main is supported)")
+    options = table.schema.table_options
+    decoupled = []
+    for changelog_key, snapshot_value in (
+        ("changelog.num-retained.min", options.snapshot_num_retained_min),
+        ("changelog.num-retained.max", options.snapshot_num_retained_max),
+    ):
+        raw = options.raw.get(changelog_key)
+        if raw is not None and int(raw) > snapshot_value:
+            decoupled.append(changelog_key)
+    raw_time = options.raw.get("changelog.time-retained")
+    if raw_time is not None and parse_duration(raw_time) > options.snapshot_time_retained:
+        decoupled.append("changelog.time-retained")
+    if decoupled:
+        raise MaintenanceRefusedError(
+            table.uri,
+            f"decoupled changelog lifecycle ({', '.join(decoupled)} exceed the snapshot settings) is not supported",
+        )
+    changelog_dir = table.io.join(table.snapshot_manager.branch_root, paths.CHANGELOG_DIR)
+    if any(name.startswith("changelog-") for name in table.io.list_names(changelog_dir)):
+        raise MaintenanceRefusedError(
+            table.uri, "the table has long-lived changelogs (changelog/), not supported"
+        )
+
+
+def _protection(table: Table) -> tuple[Protection, list[Snapshot]]:
+    """Tags of every branch, consumers of main, and each branch's earliest snapshot."""
+    manager = table.snapshot_manager
+    tags: dict[str, int] = {}
+    protecting: list[Snapshot] = []
+    for name, tag in manager.tags().items():
+        tags[f"{MAIN_BRANCH}:{name}"] = tag.id
+        protecting.append(tag)
+    branches: dict[str, int | None] = {}
+    for branch in manager.branches():
+        branch_manager = SnapshotManager(table.io, table.root, branch)
+        for name, tag in branch_manager.tags().items():
+            tags[f"{branch}:{name}"] = tag.id
+            protecting.append(tag)
+        earliest = branch_manager.earliest_snapshot_id()
+        branches[branch] = earliest
+        if earliest is not None:
+            protecting.append(branch_manager.snapshot(earliest))
+    consumers = {c.consumer_id: c.next_snapshot for c in manager.consumers()}
+    return Protection(tags, consumers, branches), protecting
+
+
+def _expiry_range(
+    manager: SnapshotManager,
+    options: ExpiryOptions,
+    protection: Protection,
+    now_millis: int,
+    decisions: list[str],
+) -> tuple[int | None, int | None, int | None, int | None]:
+    """(earliest, latest, begin, end): expire ``[begin, end)``; begin/end None when nothing expires."""
+    latest = manager.latest_snapshot_id()
+    earliest = manager.earliest_snapshot_id()
+    if latest is None or earliest is None:
+        decisions.append("the table has no snapshots")
+        return earliest, latest, None, None
+    lowest_kept = max(latest - options.retain_max + 1, earliest)
+    if lowest_kept > earliest:
+        decisions.append(f"snapshots below {lowest_kept} exceed retain-max {options.retain_max}")
+    max_exclusive = latest - options.retain_min + 1
+    reason = f"retain-min {options.retain_min} keeps snapshots from {max_exclusive}"
+    if protection.consumers:
+        consumer, next_snapshot = min(protection.consumers.items(), key=lambda item: item[1])
+        if next_snapshot < max_exclusive:
+            max_exclusive, reason = (
+                next_snapshot,
+                f"consumer {consumer!r} still needs snapshot {next_snapshot}",
+            )
+    if earliest + options.expire_limit < max_exclusive:
+        max_exclusive = earliest + options.expire_limit
+        reason = f"expire limit {options.expire_limit} stops at {max_exclusive}"
+    end = max_exclusive
+    threshold = now_millis - int(options.time_retained.total_seconds() * 1000)
+    for snapshot_id in range(lowest_kept, max_exclusive):
+        successor = snapshot_id + 1
+        if not manager.snapshot_exists(successor):
+            end, reason = snapshot_id, f"snapshot {successor} is missing, so {snapshot_id} is kept"
+            break
+        successor_time = manager.snapshot(successor).time_millis
+        if successor_time >= threshold:
+            end = snapshot_id
+            reason = (
+                f"snapshot {snapshot_id} was superseded less than {options.time_retained} ago "
+                f"(snapshot {successor} at {successor_time} ms)"
+            )
+            break
+    decisions.append(reason)
+    if end <= earliest:
+        return earliest, latest, None, None
+    # Only a contiguous run of existing snapshots below ``end`` can be expired.
+    begin = earliest
+    for snapshot_id in range(end - 1, earliest - 1, -1):
+        if not manager.snapshot_exists(snapshot_id):
+            begin = snapshot_id + 1
+            break
+    if begin >= end:
+        return earliest, latest, None, None
+    return earliest, latest, begin, end
+
+
+def _file_key(entry: ManifestEntry) -> tuple[bytes, int, str]:
+    return (entry.partition, entry.bucket, entry.file.file_name)
+
+
+def _data_file_requests(
+    table: Table, entries: Iterable[ManifestEntry], kind: str, data_paths: DataFilePaths
+) -> list[DeleteRequest]:
+    requests = []
+    for entry in entries:
+        path = resolve_table_path(table, data_paths.relative_path(entry))
+        requests.append(DeleteRequest(kind, path, entry.file.file_size))
+        directory = posixpath.dirname(path)
+        for extra in entry.file.extra_files:
+            requests.append(DeleteRequest("extra-file", posixpath.join(directory, extra)))
+    return requests
+
+
+def _read_manifests_tolerant(
+    table: Table, metas: list[ManifestFileMeta], owner: str, missing_ok: bool, plan: SnapshotExpiryPlan
+) -> list[list[ManifestEntry]]:
+    if not missing_ok:
+        plan.manifests_read += len(metas)
+        return table.read_manifests(metas, owner)
+    result = []
+    for meta in metas:
+        try:
+            result.append(table.manifest(meta.file_name, owner))
+            plan.manifests_read += 1
+        except FileNotFoundError:
+            plan.warnings.append(
+                f"manifest {meta.file_name} of {owner} is already gone (an earlier run removed it)"
+            )
+    return result
+
+
+def plan_snapshot_expiry(
+    table: Table,
+    *,
+    retain_min: int | None = None,
+    retain_max: int | None = None,
+    older_than: timedelta | None = None,
+    max_deletes: int | None = None,
+    clock: Clock = time.time,
+    progress: Progress = NO_PROGRESS,
+) -> SnapshotExpiryPlan:
+    """Plan an expiry. Reads the expired snapshots' manifest lists and delta manifests, the retained
+    boundary snapshot's lists, and the live files of tags and branch heads; deletes nothing."""
+    _refuse_unsupported(table)
+    options = ExpiryOptions.resolve(table, retain_min, retain_max, older_than, max_deletes)
+    manager = table.snapshot_manager
+    protection, protecting = _protection(table)
+    now_millis = int(clock() * 1000)
+    decisions: list[str] = []
+    earliest, latest, begin, end = _expiry_range(manager, options, protection, now_millis, decisions)
+    plan = SnapshotExpiryPlan(
+        table_uri=table.uri,
+        planned_at_millis=now_millis,
+        options=options,
+        earliest=earliest,
+        latest=latest,
+        begin=begin,
+        end=end,
+        decisions=decisions,
+        protection=protection,
+    )
+    if begin is None or end is None:
+        return plan
+
+    expired = [manager.snapshot(i) for i in range(begin, end)]
+    end_snapshot = manager.snapshot(end)
+    if (
+        any(s.index_manifest for s in [*expired, end_snapshot])
+        and table.schema.table_options.raw.get("index-file-in-data-file-dir", "false").lower() == "true"
+    ):
+        raise MaintenanceRefusedError(table.uri, "index files in data directories are not supported")
+
+    # 1. Data files: DELETEs of (begin, end] not re-added later in that range.
+    data_paths = DataFilePaths(table.schema)
+    marked: dict[tuple[bytes, int, str], ManifestEntry] = {}
+    progress.start("reading delta manifests of expired snapshots", end - begin)
+    for snapshot in [*expired[1:], end_snapshot]:
+        retained = snapshot.id == end
+        owner = f"snapshot {snapshot.id}"
+        try:
+            delta = table.manifest_list(snapshot.delta_manifest_list, owner)
+            plan.manifest_lists_read += 1
+        except FileNotFoundError:
+            if retained:
+                raise
+            plan.warnings.append(f"delta manifest list of snapshot {snapshot.id} is already gone")
+            delta = []
+        for entries in _read_manifests_tolerant(table, delta, owner, not retained, plan):
+            for entry in entries:
+                key = _file_key(entry)
+                if entry.kind == FileKind.DELETE:
+                    marked[key] = entry
+                elif marked.pop(key, None) is not None:
+                    plan.kept_readded += 1
+        progress.advance()
+    progress.finish()
+
+    protected_names: set[str] = set()
+    if marked:
+        from airflow_lakeformat.core.live_files import live_entries
+
+        for snapshot in protecting:
+            protected_names.update(e.file.file_name for e in live_entries(table, snapshot))
+    to_delete = []
+    for key, entry in marked.items():
+        if key[2] in protected_names:
+            plan.kept_by_tags_or_branches += 1
+        else:
+            to_delete.append(entry)
+    plan.data_files = _data_file_requests(table, to_delete, "data-file", data_paths)
+
+    # 2. Changelog files ADDed in [begin, end).
+    for snapshot in expired:
+        if not snapshot.changelog_manifest_list:
+            continue
+        owner = f"snapshot {snapshot.id}"
+        try:
+            metas = table.manifest_list(snapshot.changelog_manifest_list, owner)
+            plan.manifest_lists_read += 1
+        except FileNotFoundError:
+            continue
+        for entries in _read_manifests_tolerant(table, metas, owner, True, plan):
+            added = [e for e in entries if e.kind == FileKind.ADD]
+            plan.changelog_files += _data_file_requests(table, added, "changelog-file", data_paths)
+
+    # 3. Metadata no retained snapshot, tag or branch uses.
+    skipping: set[str] = set()
+    for snapshot in [end_snapshot, *protecting]:
+        refs = snapshot_references(table, snapshot)
+        plan.manifest_lists_read += len(refs.manifest_lists)
+        skipping |= refs.all_file_names()
+    seen: set[str] = set()
+    for snapshot in expired:
+        refs = snapshot_references(table, snapshot, missing_ok=True)
+        plan.manifest_lists_read += len(refs.manifest_lists) - len(refs.missing)
+        plan.warnings += [f"{name} of snapshot {snapshot.id} is already gone" for name in refs.missing]
+        plan.metadata_files += _metadata_requests(table, refs, skipping, seen)
+
+    # 4. Snapshot files, ascending.
+    plan.snapshot_files = [DeleteRequest("snapshot", manager.snapshot_path(s.id)) for s in expired]
+    return plan
+
+
+def _metadata_requests(
+    table: Table, refs: SnapshotReferences, skipping: set[str], seen: set[str]
+) -> list[DeleteRequest]:
+    requests: list[DeleteRequest] = []
+
+    def add(kind: str, name: str, path: str, size: int | None) -> None:
+        if name in skipping or name in seen:
+            return
+        seen.add(name)
+        requests.append(DeleteRequest(kind, path, size))
+
+    for meta in (*refs.manifests, *refs.changelog_manifests):
+        add("manifest", meta.file_name, table.manifest_path(meta.file_name), meta.file_size)
+        for extra in meta.extra_files:
+            add("manifest", extra, table.manifest_path(extra), None)
+    for name, size in refs.manifest_lists.items():
+        add("manifest-list", name, table.manifest_path(name), size)
+    if refs.index_manifest:
+        add("index-manifest", refs.index_manifest, table.manifest_path(refs.index_manifest), None)
+    for ref in refs.index_files:
+        add("index-file", ref.file_name, index_file_path(table, ref), ref.file_size)
+    if refs.statistics:
+        path = table.io.join(table.root, paths.STATISTICS_DIR, refs.statistics)
+        add("statistics", refs.statistics, path, None)
+    return requests
+
+
+# -- execution -----------------------------------------------------------------------------------
+
+
+def _check_plan_current(table: Table, plan: SnapshotExpiryPlan) -> None:
+    """Refuse a plan the table has moved away from (another expiry, a new tag, consumer or branch)."""
+    if plan.begin is None or plan.end is None:
+        return
+    manager = table.snapshot_manager
+    problems = []
+    earliest = manager.earliest_snapshot_id()
+    if earliest != plan.earliest:
+        problems.append(f"the earliest snapshot is now {earliest}, not {plan.earliest}")
+    if not manager.snapshot_exists(plan.end):
+        problems.append(f"snapshot {plan.end}, the first retained one, is gone")
+    protection, _ = _protection(table)
+    if protection != plan.protection:
+        problems.append("tags, consumers or branches changed")
+    if problems:
+        raise PlanOutdatedError(f"{table.uri}: the expiry plan is outdated: {'; '.join(problems)}")
+
+
+def execute_snapshot_expiry(
+    table: Table,
+    plan: SnapshotExpiryPlan,
+    *,
+    dry_run: bool = True,
+    deleter: FileDeleter | None = None,
+    progress: Progress = NO_PROGRESS,
+) -> SnapshotExpiryResult:
+    """Carry out a plan in Paimon's order, after checking it still matches the table.
+
+    A phase with failed deletes stops the run before the next phase (raising DeletionFailedError
+    with the report), so snapshot files are never removed while files they led to remain.
+    """
+    started = time.monotonic()
+    _check_plan_current(table, plan)
+    deleter = deleter or FileDeleter(table.io, dry_run=dry_run, progress=progress)
+    if deleter.dry_run != dry_run:
+        raise ValueError("the deleter's dry_run does not match the call's")
+    report = DeletionReport(dry_run=dry_run)
+
+    def phase(requests: list[DeleteRequest], task: str, ordered: bool = False) -> None:
+        if not requests:
+            return
+        if ordered:
+            part = deleter.delete_in_order(requests, task=task)
+        else:
+            part = deleter.delete(requests, task=task, total=len(requests))
+        report.merge(part)
+        if part.failed:
+            raise DeletionFailedError(
+                f"{table.uri}: {len(part.failed)} file(s) could not be deleted while {task}; "
+                f"nothing after this phase was touched, re-run to finish (first: {part.failed[0].path}: "
+                f"{part.failed[0].error})",
+                report,
+            )
+
+    earliest_after = plan.earliest
+    if plan.begin is not None and plan.end is not None:
+        phase(plan.data_files, "deleting data files of expired snapshots")
+        phase(plan.changelog_files, "deleting changelog files of expired snapshots")
+        phase(plan.metadata_files, "deleting manifests of expired snapshots")
+        phase(plan.snapshot_files, "deleting snapshot files", ordered=True)
+        earliest_after = plan.end
+        if not dry_run:
+            _write_earliest_hint(table, plan.end)
+    elif (
+        not dry_run and plan.earliest is not None and table.snapshot_manager.read_hint(paths.EARLIEST) is None
+    ):
+        _write_earliest_hint(table, plan.earliest)
+    return SnapshotExpiryResult(plan, report, earliest_after, time.monotonic() - started)
+
+
+def _write_earliest_hint(table: Table, snapshot_id: int) -> None:
+    # A hint only: readers verify it against the files and fall back to listing.
+    path = table.io.join(table.snapshot_manager.snapshot_dir, paths.EARLIEST)
+    with contextlib.suppress(OSError):
+        table.io.write_atomic(path, str(snapshot_id).encode())
+
+
+def expire_snapshots(
+    table: Table,
+    *,
+    dry_run: bool = True,
+    retain_min: int | None = None,
+    retain_max: int | None = None,
+    older_than: timedelta | None = None,
+    max_deletes: int | None = None,
+    clock: Clock = time.time,
+    progress: Progress = NO_PROGRESS,
+    deleter: FileDeleter | None = None,
+) -> SnapshotExpiryResult:
+    """Plan and execute in one call (dry run unless told otherwise)."""
+    started = time.monotonic()
+    plan = plan_snapshot_expiry(
+        table,
+        retain_min=retain_min,
+        retain_max=retain_max,
+        older_than=older_than,
+        max_deletes=max_deletes,
+        clock=clock,
+        progress=progress,
+    )
+    result = execute_snapshot_expiry(table, plan, dry_run=dry_run, deleter=deleter, progress=progress)
+    result.duration_seconds = time.monotonic() - started
+    return result
