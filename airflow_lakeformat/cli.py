@@ -14,6 +14,8 @@ code  meaning
 6     the requested snapshot or tag does not exist
 7     a commit was refused (conflict, retries exhausted): nothing was published
 8     a commit's outcome is unknown: re-run with the same --commit-user and --commit-identifier
+9     maintenance refused (unsafe settings, unsupported feature, outdated plan): nothing was deleted
+10    some files could not be deleted after retries: later phases were not run; re-run to finish
 ====  =========================================================
 """
 
@@ -23,7 +25,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 from airflow_lakeformat import __version__
@@ -36,7 +38,10 @@ from airflow_lakeformat.core.errors import (
     CommitRetriesExhaustedError,
     CommitStateUnknownError,
     CorruptMetadataError,
+    DeletionFailedError,
     LakeformatError,
+    MaintenanceRefusedError,
+    PlanOutdatedError,
     RegisterError,
     SnapshotNotFoundError,
     TableNotFoundError,
@@ -45,8 +50,11 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.live_files import live_files
+from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
+from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 from airflow_lakeformat.core.manifest import ManifestEntry
+from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import DataFilePaths
 from airflow_lakeformat.core.register import read_source, register_files, write_data_files
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
@@ -55,6 +63,7 @@ from airflow_lakeformat.core.table import Table
 
 EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5, 6
 EXIT_COMMIT_REFUSED, EXIT_COMMIT_UNKNOWN = 7, 8
+EXIT_MAINTENANCE_REFUSED, EXIT_DELETE_FAILED = 9, 10
 
 
 def load_fields(path: str) -> list[dict[str, Any]]:
@@ -225,6 +234,68 @@ def cmd_compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
     )
 
 
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _kinds(files: dict[str, int], sizes: dict[str, int]) -> str:
+    return (
+        ", ".join(f"{count} {kind} ({_bytes(sizes.get(kind, 0))})" for kind, count in files.items())
+        or "nothing"
+    )
+
+
+def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    result = expire_snapshots(
+        table,
+        dry_run=args.dry_run,
+        retain_min=args.retain_min,
+        retain_max=args.retain_max,
+        older_than=args.older_than,
+        max_deletes=args.max_deletes,
+        progress=progress.for_stream(sys.stderr),
+    )
+    document = result.to_json()
+    if args.json:
+        _emit_json(document, out)
+        return
+    expired = document["snapshotsExpired"]
+    verb = "would expire" if args.dry_run else "expired"
+    span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
+    out.write(f"{verb} {span} (earliest now {document['earliestAfter']}, latest {document['latest']})\n")
+    out.write(
+        f"files {'to delete' if args.dry_run else 'deleted'}: {_kinds(document['files'], document['bytes'])}\n"
+    )
+    for line in document["decisions"] + document["warnings"]:
+        out.write(f"  {line}\n")
+
+
+def cmd_remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
+    table = _open(args)
+    result = remove_orphan_files(
+        table,
+        dry_run=args.dry_run,
+        older_than=args.older_than,
+        allow_short_older_than=args.allow_short_older_than,
+        progress=progress.for_stream(sys.stderr),
+    )
+    document = result.to_json()
+    if args.json:
+        _emit_json(document, out)
+        return
+    out.write(
+        f"listed {document['filesListed']} files, {document['candidates']} older than {args.older_than}, "
+        f"{document['orphans']} orphaned\n"
+    )
+    out.write(
+        f"files {'to delete' if args.dry_run else 'deleted'}: {_kinds(document['files'], document['bytes'])}\n"
+    )
+
+
 def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
     fields = load_fields(args.schema)
     schema = schema_from_fields(
@@ -346,6 +417,36 @@ def build_parser() -> argparse.ArgumentParser:
     kind.add_argument("--minor", action="store_true", help="the table's ordinary merge policy")
     compact.add_argument("--dry-run", action="store_true", help="report what would be merged, write nothing")
 
+    expire = add("expire", cmd_expire, "expire old snapshots and delete the files only they used")
+    expire.add_argument("--retain-min", type=int, metavar="N", help="default: snapshot.num-retained.min (10)")
+    expire.add_argument("--retain-max", type=int, metavar="N", help="default: snapshot.num-retained.max")
+    expire.add_argument(
+        "--older-than",
+        type=_duration,
+        metavar="DURATION",
+        help="expire a snapshot only if its successor is older than this (default: snapshot.time-retained, 1 h)",
+    )
+    expire.add_argument(
+        "--max-deletes", type=int, metavar="N", help="snapshots per run (default: snapshot.expire.limit, 50)"
+    )
+    expire.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    orphans = add("remove-orphans", cmd_remove_orphans, "delete old files no snapshot, tag or changelog uses")
+    orphans.add_argument(
+        "--older-than",
+        type=_duration,
+        default=DEFAULT_OLDER_THAN,
+        metavar="DURATION",
+        help="only files older than this are candidates (default: 1 d; under 1 h needs --allow-short-older-than)",
+    )
+    orphans.add_argument(
+        "--allow-short-older-than",
+        action="store_true",
+        help="accept --older-than under 1 h (only when no writer is running)",
+    )
+    orphans.add_argument(
+        "--dry-run", action="store_true", help="report what would be deleted, delete nothing"
+    )
+
     def add_commit_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(
             "--overwrite", metavar="PARTITION_SPEC", help="replace the partitions k=v[,k=v] ('*' = all)"
@@ -391,6 +492,10 @@ def _exit_code(exc: BaseException) -> int:
         return EXIT_COMMIT_REFUSED
     if isinstance(exc, CommitStateUnknownError):
         return EXIT_COMMIT_UNKNOWN
+    if isinstance(exc, (MaintenanceRefusedError, PlanOutdatedError)):
+        return EXIT_MAINTENANCE_REFUSED
+    if isinstance(exc, DeletionFailedError):
+        return EXIT_DELETE_FAILED
     return EXIT_ERROR
 
 
