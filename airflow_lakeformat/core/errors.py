@@ -7,6 +7,8 @@ naturally catch (``FileNotFoundError``, ``ValueError``, ``LookupError``).
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 
 class LakeformatError(Exception):
     """Base class of every error raised by airflow-lakeformat."""
@@ -144,3 +146,33 @@ class DeletionFailedError(LakeformatError, OSError):
     def __init__(self, message: str, report: object) -> None:
         super().__init__(message)
         self.report = report
+
+
+class LockHeldError(LakeformatError):
+    """Another process holds the table's maintenance lock (``core/maintenance/lock.py``).
+
+    Nothing was done. Wait for the holder to finish (or its lease to expire) and run again.
+    """
+
+    def __init__(
+        self,
+        location: str,
+        owner: str,
+        expires_at_millis: int | None,
+        lease_path: str,
+        *,
+        expired: bool = False,
+    ) -> None:
+        self.location = location
+        self.owner = owner
+        self.expires_at_millis = expires_at_millis
+        self.lease_path = lease_path
+        if expires_at_millis is None:
+            until = ""
+        else:
+            stamp = datetime.fromtimestamp(expires_at_millis / 1000, tz=timezone.utc).isoformat(
+                timespec="seconds"
+            )
+            until = f" (lease expired at {stamp})" if expired else f" until {stamp} unless released earlier"
+        what = "lost its maintenance lease" if expired else "maintenance lock is held"
+        super().__init__(f"{location}: {what} by {owner!r}{until}; lease file {lease_path}")
