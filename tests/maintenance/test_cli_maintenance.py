@@ -1,0 +1,58 @@
+"""`lakeformat expire` and `lakeformat remove-orphans`: JSON documents, dry runs and exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from airflow_lakeformat import cli
+from airflow_lakeformat.core.table import Table
+from tests.support.maintenance import OLD, assert_intact, build_history, tree
+from tests.unit.test_cli import run
+
+
+def test_expire_dry_run_then_real_run(tmp_path: Path) -> None:
+    build_history(tmp_path / "t", snapshots=8)
+    table = Table.open(str(tmp_path / "t"))
+    before = tree(table)
+    code, out, err = run(
+        "expire", str(tmp_path / "t"), "--retain-min", "2", "--older-than", "1 h", "--dry-run", "--json"
+    )
+    assert code == 0, err
+    dry = json.loads(out)
+    assert dry["dryRun"] is True and dry["snapshotsExpired"] == [1, 2, 3, 4, 5, 6]
+    assert tree(table) == before
+    code, out, err = run("expire", str(tmp_path / "t"), "--retain-min", "2", "--older-than", "1 h", "--json")
+    assert code == 0, err
+    real = json.loads(out)
+    assert real["files"] == dry["files"] and real["bytesFreed"] == dry["bytesFreed"] > 0
+    assert real["earliestAfter"] == 7 and set(real) >= {"durationSeconds", "bytes", "snapshotsExpired"}
+    assert assert_intact(table) == 2
+    code, out, _ = run("expire", str(tmp_path / "t"), "--retain-min", "2", "--max-deletes", "1")
+    assert code == 0 and "no snapshots" in out
+
+
+def test_remove_orphans_json_and_refusal(tmp_path: Path) -> None:
+    build_history(tmp_path / "t", snapshots=4)
+    orphan = tmp_path / "t" / "manifest" / "manifest-orphan-0"
+    orphan.write_bytes(b"zz")
+    os.utime(orphan, (OLD, OLD))
+    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--older-than", "30 min")
+    assert code == cli.EXIT_MAINTENANCE_REFUSED == 9
+    assert "refused" in err and orphan.exists()
+    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--dry-run", "--json")
+    assert code == 0 and json.loads(out)["orphans"] == 1 and orphan.exists()
+    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--json")
+    document = json.loads(out)
+    assert code == 0 and document["files"] == {"manifest": 1} and document["bytesFreed"] == 2
+    assert not orphan.exists()
+
+
+def test_bad_duration_is_a_usage_error(tmp_path: Path) -> None:
+    build_history(tmp_path / "t", snapshots=2)
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["expire", str(tmp_path / "t"), "--older-than", "soon"])
+    assert exited.value.code == 2
