@@ -134,6 +134,7 @@ class SnapshotExpiryPlan:
     warnings: list[str] = field(default_factory=list)
     manifest_lists_read: int = 0
     manifests_read: int = 0
+    data_phase_external: bool = False
 
     @property
     def expired_ids(self) -> list[int]:
@@ -236,7 +237,7 @@ def _refuse_unsupported(table: Table) -> None:
         )
 
 
-def _protection(table: Table) -> tuple[Protection, list[Snapshot]]:
+def protection_of(table: Table) -> tuple[Protection, list[Snapshot]]:
     """Tags of every branch, consumers of main, and each branch's earliest snapshot."""
     manager = table.snapshot_manager
     tags: dict[str, int] = {}
@@ -315,11 +316,84 @@ def _expiry_range(
     return earliest, latest, begin, end
 
 
-def _file_key(entry: ManifestEntry) -> tuple[bytes, int, str]:
+FileKey = tuple[bytes, int, str]
+# (file key, (snapshot id, position in that snapshot's delta), is DELETE, the entry)
+Mark = tuple[FileKey, tuple[int, int], bool, ManifestEntry]
+
+
+def _file_key(entry: ManifestEntry) -> FileKey:
     return (entry.partition, entry.bucket, entry.file.file_name)
 
 
-def _data_file_requests(
+@dataclass
+class DeltaMarks:
+    marks: list[Mark]
+    warnings: list[str]
+    manifest_lists_read: int
+    manifests_read: int
+
+
+def delta_marks(table: Table, snapshot_id: int, *, retained: bool) -> DeltaMarks:
+    """The ADD/DELETE entries of one snapshot's delta manifests, in order, as marks.
+
+    For an expired snapshot (``retained=False``) missing metadata reads as empty: a crashed
+    earlier run deleted it after finishing this step. For the first retained snapshot it raises.
+    """
+    owner = f"snapshot {snapshot_id}"
+    found = DeltaMarks([], [], 0, 0)
+    snapshot = table.snapshot_manager.snapshot(snapshot_id)
+    try:
+        delta = table.manifest_list(snapshot.delta_manifest_list, owner)
+        found.manifest_lists_read += 1
+    except FileNotFoundError:
+        if retained:
+            raise
+        found.warnings.append(f"delta manifest list of snapshot {snapshot_id} is already gone")
+        return found
+    position = 0
+    for meta in delta:
+        try:
+            entries = table.manifest(meta.file_name, owner)
+            found.manifests_read += 1
+        except FileNotFoundError:
+            if retained:
+                raise
+            found.warnings.append(f"manifest {meta.file_name} of {owner} is already gone")
+            continue
+        for entry in entries:
+            found.marks.append(
+                (_file_key(entry), (snapshot_id, position), entry.kind == FileKind.DELETE, entry)
+            )
+            position += 1
+    return found
+
+
+def fold_marks(marks: Iterable[Mark]) -> tuple[list[ManifestEntry], int]:
+    """Files whose last mark in ``(begin, end]`` is a DELETE, and how many DELETEs a later ADD of the
+    same file cancelled (in-place upgrades)."""
+    last: dict[FileKey, tuple[tuple[int, int], bool, ManifestEntry]] = {}
+    readded = 0
+    for key, order, is_delete, entry in sorted(marks, key=lambda m: m[1]):
+        previous = last.get(key)
+        if previous is not None and previous[1] and not is_delete:
+            readded += 1
+        if previous is None and not is_delete:
+            continue  # an ADD with no DELETE before it in the range: nothing to undo
+        last[key] = (order, is_delete, entry)
+    return [entry for _, is_delete, entry in last.values() if is_delete], readded
+
+
+def protected_data_names(table: Table, protecting: Iterable[Snapshot]) -> set[str]:
+    """File names live in any tag or branch head: never deleted by expiry."""
+    from airflow_lakeformat.core.live_files import live_entries
+
+    names: set[str] = set()
+    for snapshot in protecting:
+        names.update(e.file.file_name for e in live_entries(table, snapshot))
+    return names
+
+
+def data_file_requests(
     table: Table, entries: Iterable[ManifestEntry], kind: str, data_paths: DataFilePaths
 ) -> list[DeleteRequest]:
     requests = []
@@ -359,13 +433,17 @@ def plan_snapshot_expiry(
     max_deletes: int | None = None,
     clock: Clock = time.time,
     progress: Progress = NO_PROGRESS,
+    data_files: bool = True,
 ) -> SnapshotExpiryPlan:
     """Plan an expiry. Reads the expired snapshots' manifest lists and delta manifests, the retained
-    boundary snapshot's lists, and the live files of tags and branch heads; deletes nothing."""
+    boundary snapshot's lists, and the live files of tags and branch heads; deletes nothing.
+
+    ``data_files=False`` leaves step 1 to the caller (the Spark job distributes it with
+    :func:`delta_marks`, :func:`fold_marks` and :func:`protected_data_names`)."""
     _refuse_unsupported(table)
     options = ExpiryOptions.resolve(table, retain_min, retain_max, older_than, max_deletes)
     manager = table.snapshot_manager
-    protection, protecting = _protection(table)
+    protection, protecting = protection_of(table)
     now_millis = int(clock() * 1000)
     decisions: list[str] = []
     earliest, latest, begin, end = _expiry_range(manager, options, protection, now_millis, decisions)
@@ -393,42 +471,24 @@ def plan_snapshot_expiry(
 
     # 1. Data files: DELETEs of (begin, end] not re-added later in that range.
     data_paths = DataFilePaths(table.schema)
-    marked: dict[tuple[bytes, int, str], ManifestEntry] = {}
-    progress.start("reading delta manifests of expired snapshots", end - begin)
-    for snapshot in [*expired[1:], end_snapshot]:
-        retained = snapshot.id == end
-        owner = f"snapshot {snapshot.id}"
-        try:
-            delta = table.manifest_list(snapshot.delta_manifest_list, owner)
-            plan.manifest_lists_read += 1
-        except FileNotFoundError:
-            if retained:
-                raise
-            plan.warnings.append(f"delta manifest list of snapshot {snapshot.id} is already gone")
-            delta = []
-        for entries in _read_manifests_tolerant(table, delta, owner, not retained, plan):
-            for entry in entries:
-                key = _file_key(entry)
-                if entry.kind == FileKind.DELETE:
-                    marked[key] = entry
-                elif marked.pop(key, None) is not None:
-                    plan.kept_readded += 1
-        progress.advance()
-    progress.finish()
-
-    protected_names: set[str] = set()
-    if marked:
-        from airflow_lakeformat.core.live_files import live_entries
-
-        for snapshot in protecting:
-            protected_names.update(e.file.file_name for e in live_entries(table, snapshot))
-    to_delete = []
-    for key, entry in marked.items():
-        if key[2] in protected_names:
-            plan.kept_by_tags_or_branches += 1
-        else:
-            to_delete.append(entry)
-    plan.data_files = _data_file_requests(table, to_delete, "data-file", data_paths)
+    if data_files:
+        progress.start("reading delta manifests of expired snapshots", end - begin)
+        marks: list[Mark] = []
+        for snapshot_id in range(begin + 1, end + 1):
+            found = delta_marks(table, snapshot_id, retained=snapshot_id == end)
+            marks += found.marks
+            plan.warnings += found.warnings
+            plan.manifest_lists_read += found.manifest_lists_read
+            plan.manifests_read += found.manifests_read
+            progress.advance()
+        progress.finish()
+        marked, plan.kept_readded = fold_marks(marks)
+        protected = protected_data_names(table, protecting) if marked else set()
+        to_delete = [e for e in marked if e.file.file_name not in protected]
+        plan.kept_by_tags_or_branches = len(marked) - len(to_delete)
+        plan.data_files = data_file_requests(table, to_delete, "data-file", data_paths)
+    else:
+        plan.data_phase_external = True
 
     # 2. Changelog files ADDed in [begin, end).
     for snapshot in expired:
@@ -442,7 +502,7 @@ def plan_snapshot_expiry(
             continue
         for entries in _read_manifests_tolerant(table, metas, owner, True, plan):
             added = [e for e in entries if e.kind == FileKind.ADD]
-            plan.changelog_files += _data_file_requests(table, added, "changelog-file", data_paths)
+            plan.changelog_files += data_file_requests(table, added, "changelog-file", data_paths)
 
     # 3. Metadata no retained snapshot, tag or branch uses.
     skipping: set[str] = set()
@@ -503,7 +563,7 @@ def _check_plan_current(table: Table, plan: SnapshotExpiryPlan) -> None:
         problems.append(f"the earliest snapshot is now {earliest}, not {plan.earliest}")
     if not manager.snapshot_exists(plan.end):
         problems.append(f"snapshot {plan.end}, the first retained one, is gone")
-    protection, _ = _protection(table)
+    protection, _ = protection_of(table)
     if protection != plan.protection:
         problems.append("tags, consumers or branches changed")
     if problems:
