@@ -50,6 +50,7 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.live_files import live_files
+from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
 from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
 from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
@@ -358,8 +359,10 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> None:
         _commit_files(args, table, added, out)
     except (CommitConflictError, CommitRetriesExhaustedError, RegisterError, ValueError):
         # Definitely not published: the files we just wrote are referenced by nothing.
-        for entry in added:
-            table.io.delete(table.io.join(table.root, DataFilePaths(table.schema).relative_path(entry)))
+        paths = DataFilePaths(table.schema)
+        discard_unpublished(
+            table.io, [table.io.join(table.root, paths.relative_path(e)) for e in added], "data-file"
+        )
         raise
 
 

@@ -455,9 +455,9 @@ class Committer:
 
     def remove(self, names: Sequence[str]) -> None:
         """Remove manifests and lists this commit wrote and never published (best effort)."""
-        for name in names:
-            with contextlib.suppress(OSError):
-                self.io.delete(self.table.manifest_path(name))
+        from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
+
+        discard_unpublished(self.io, [self.table.manifest_path(name) for name in names], "manifest")
 
     def backoff(self, attempt: int) -> float:
         wait = min(self.max_retry_wait, self.min_retry_wait * (2 ** (attempt - 1)))

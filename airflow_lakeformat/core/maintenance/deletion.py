@@ -315,3 +315,12 @@ def _batches(requests: Iterable[DeleteRequest], size: int) -> Iterator[list[Dele
             batch = []
     if batch:
         yield batch
+
+
+def discard_unpublished(io: FileIO, paths: Iterable[str], kind: str = "unpublished") -> DeletionReport:
+    """Best-effort removal of files this process wrote and that no snapshot references: a commit that
+    was definitely not published, or a write that failed half way. One attempt, failures only logged
+    (orphan cleanup removes leftovers). Never call this when a commit's outcome is unknown."""
+    deleter = FileDeleter(io, dry_run=False, max_attempts=1, concurrency=4)
+    report = deleter.delete(DeleteRequest(kind, path) for path in paths)
+    return report
