@@ -1,0 +1,127 @@
+"""Run the package's Spark jobs through a real ``spark-submit`` (``local[2]``) and capture their results.
+
+Each submit costs a JVM and a Python driver (about 10-20 s on two cores), so tests group their
+assertions per run. Storage options travel in the environment (``$LAKEFORMAT_STORAGE_OPTIONS``),
+never in argv; :class:`SparkRun` keeps the command so tests can check that.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_lakeformat.spark.locate import job_path
+from airflow_lakeformat.spark.runtime import ERROR_PREFIX, RESULT_PREFIX, STORAGE_OPTIONS_ENV
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PYTHON = sys.executable
+DEFAULT_JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+DEFAULT_TIMEOUT = 600.0
+
+
+@dataclass
+class SparkRun:
+    command: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    result: dict[str, Any] | None  # the LAKEFORMAT_RESULT document (stdout and --result file agree)
+
+    @property
+    def error_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+
+    def describe(self) -> str:
+        tail = "\n".join(self.stderr.splitlines()[-40:])
+        return f"exit {self.returncode}: {' '.join(self.command)}\n--- stderr (tail) ---\n{tail}"
+
+
+def spark_env(extra: Mapping[str, str] | None = None, python: str = PYTHON) -> dict[str, str]:
+    """The environment spark-submit needs here: Java 17, the venv's Python for executors, loopback only."""
+    env = dict(os.environ)
+    env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
+    env["PYSPARK_PYTHON"] = python
+    env["PYSPARK_DRIVER_PYTHON"] = python
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["PATH"] = os.path.dirname(PYTHON) + os.pathsep + env.get("PATH", "")
+    for name in ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET", "SPARK_HOME"):
+        env.pop(name, None)
+    env.update(extra or {})
+    return env
+
+
+def run_job(
+    job: str,
+    table: str,
+    *args: str,
+    work_dir: Path,
+    env: Mapping[str, str] | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    py_files: str | None = None,
+    script: str | None = None,
+    python: str = PYTHON,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> SparkRun:
+    """``spark-submit --master local[2] [--py-files ZIP] <job> --table TABLE --result ... ARGS``."""
+    work_dir.mkdir(parents=True, exist_ok=True)
+    result_path = work_dir / f"result-{job}-{len(list(work_dir.glob('result-*')))}.json"
+    command = [
+        os.path.join(os.path.dirname(PYTHON), "spark-submit"),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", f"spark.pyspark.python={python}",
+        "--conf", f"spark.pyspark.driver.python={python}",
+        "--conf", "spark.task.maxFailures=1",
+        "--conf", "spark.ui.showConsoleProgress=false",
+    ]  # fmt: skip
+    if py_files:
+        command += ["--py-files", py_files]
+    command += [script or job_path(job), "--table", table, "--result", str(result_path), *args]
+    extra = dict(env or {})
+    if storage_options is not None:
+        extra[STORAGE_OPTIONS_ENV] = json.dumps(storage_options)
+    completed = subprocess.run(
+        command,
+        env=spark_env(extra, python),
+        cwd=work_dir,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    lines = [line for line in completed.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    assert len(lines) <= 1, completed.stdout
+    result = json.loads(lines[0][len(RESULT_PREFIX) :]) if lines else None
+    if result is not None:
+        assert json.loads(result_path.read_text()) == result, "the --result file and stdout disagree"
+    return SparkRun(command, completed.returncode, completed.stdout, completed.stderr, result)
+
+
+def isolated_python(directory: Path) -> str:
+    """A Python that sees the venv's dependencies but not this package (only through ``--py-files``).
+
+    ``-S`` skips site initialisation, so the editable install's ``.pth`` entry is never read; the
+    venv's site-packages are put back on ``PYTHONPATH`` explicitly (path entries there are not
+    processed for ``.pth`` files).
+    """
+    site_packages = sysconfig.get_paths()["purelib"]
+    wrapper = directory / "python-without-lakeformat"
+    wrapper.write_text(
+        f'#!/bin/sh\nPYTHONPATH="${{PYTHONPATH:+$PYTHONPATH:}}{site_packages}" exec "{PYTHON}" -S "$@"\n'
+    )
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(wrapper)
+
+
+def data_files(root: Path) -> set[str]:
+    """Every ``*.parquet`` file below a local table root, relative to it."""
+    return {p.relative_to(root).as_posix() for p in root.rglob("*.parquet")}
