@@ -90,14 +90,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
 
     def variable_key(self, context: Context, table_uri: str) -> str:
         ti = context["ti"]
-        map_index = getattr(ti, "map_index", -1)
-        scope = f"{ti.dag_id}\0{ti.task_id}\0{map_index}\0{table_uri}"
-        digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
-        readable = f"{ti.dag_id}.{ti.task_id}" + (
-            f".{map_index}" if map_index is not None and map_index >= 0 else ""
-        )
-        # Variable keys hold at most 250 characters; the digest keeps a truncated key unique.
-        return f"{VARIABLE_PREFIX}.{readable[: 250 - len(VARIABLE_PREFIX) - 18]}.{digest}"
+        return sensor_variable_key(ti.dag_id, ti.task_id, getattr(ti, "map_index", -1), table_uri)
 
     def resolve_baseline(self, context: Context, table: Table) -> int:
         """The id to wait beyond (see the module docstring), recorded for later pokes and runs."""
@@ -241,6 +234,16 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
             snapshot["table"],
         )
         return snapshot
+
+
+def sensor_variable_key(dag_id: str, task_id: str, map_index: int | None, table_uri: str) -> str:
+    """The Variable that remembers what a sensor task last matched on a table."""
+    map_index = -1 if map_index is None else map_index
+    scope = f"{dag_id}\0{task_id}\0{map_index}\0{table_uri}"
+    digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
+    readable = f"{dag_id}.{task_id}" + (f".{map_index}" if map_index >= 0 else "")
+    # Variable keys hold at most 250 characters; the digest keeps a truncated key unique.
+    return f"{VARIABLE_PREFIX}.{readable[: 250 - len(VARIABLE_PREFIX) - 18]}.{digest}"
 
 
 def _optional_int(value: int | str | None, name: str) -> int | None:
