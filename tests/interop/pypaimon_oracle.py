@@ -412,6 +412,57 @@ def scenario_overwrite_tag_consumer(catalog: Any, rng: random.Random) -> dict[st
     return _table_summary(table)
 
 
+def scenario_pk_overwrite_history(catalog: Any, rng: random.Random) -> dict[str, Any]:
+    """A history in which expiry has data files to delete and files to keep for tags.
+
+    pypaimon never compacts data, so overwrites are what DELETE data files. Files added after a tag
+    and overwritten later are unprotected; files a tag still holds must survive expiry. Snapshot 6
+    (the consumer's next snapshot) is itself an overwrite, so the first retained snapshot's delta
+    DELETEs files too.
+    """
+    schema = Schema(
+        [
+            _field(0, "pk", "BIGINT"),
+            _field(1, "p", "STRING"),
+            _field(2, "v", "STRING"),
+            _field(3, "n", "BIGINT"),
+        ],
+        partition_keys=["p"],
+        primary_keys=["p", "pk"],
+        options={"bucket": "3"},
+    )
+    table = _create(catalog, "pk_overwrite_history", schema)
+    commit = 0
+
+    def write(parts: tuple[str, ...], low: int, high: int, overwrite: bool = False) -> None:
+        nonlocal commit
+        commit += 1
+        rows = [
+            {"pk": key, "p": part, "v": f"c{commit}-{rng.randint(0, 99)}", "n": commit}
+            for part in parts
+            for key in range(low, high)
+        ]
+        _write(table, rows, overwrite={"p": parts[0]} if overwrite else None)
+
+    write(("p0", "p1", "p2"), 0, 12)  # 1
+    write(("p0",), 6, 18)  # 2
+    table.create_tag("early", snapshot_id=2)
+    write(("p1",), 4, 16)  # 3
+    write(("p1",), 0, 10, overwrite=True)  # 4: DELETEs p1 of 1 (tag early) and of 3
+    write(("p2",), 3, 9)  # 5
+    write(("p2",), 0, 6, overwrite=True)  # 6: DELETEs p2 of 1 (tag early) and of 5
+    write(("p0",), 0, 8)  # 7
+    write(("p0",), 2, 14, overwrite=True)  # 8: DELETEs p0 of 1, 2 (tag early) and of 7
+    table.create_tag("mid", snapshot_id=8)
+    write(("p1",), 8, 20)  # 9
+    write(("p1",), 0, 5, overwrite=True)  # 10: DELETEs p1 of 4 (tag mid) and of 9
+    write(("p2",), 1, 4)  # 11
+    write(("p0",), 3, 7, overwrite=True)  # 12: DELETEs p0 of 8 (tag mid)
+    write(("p1",), 2, 9)  # 13
+    table.consumer_manager().reset_consumer("reader", Consumer(next_snapshot=6))
+    return _table_summary(table)
+
+
 def scenario_many_commits(catalog: Any, rng: random.Random) -> dict[str, Any]:
     schema = Schema(
         [_field(0, "k", "INT"), _field(1, "id", "BIGINT"), _field(2, "v", "STRING")],
@@ -570,6 +621,7 @@ SCENARIOS = {
     "overwrite_tag_consumer": scenario_overwrite_tag_consumer,
     "many_commits": scenario_many_commits,
     "typed_partitions": scenario_typed_partitions,
+    "pk_overwrite_history": scenario_pk_overwrite_history,
 }
 
 
