@@ -5,6 +5,10 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -89,3 +93,51 @@ def xcom_result(run: Any, task_id: str, key: str = "return_value", map_index: in
         ).first()
         assert row is not None, f"no XCom {key!r} from {task_id}"
         return XComModel.deserialize_value(row)
+
+
+def variable_record(key: str) -> dict[str, Any] | None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        row = session.scalars(select(Variable).where(Variable.key == key)).first()
+        return None if row is None else dict(json.loads(row.val))
+
+
+def task_state(dag_id: str, task_id: str) -> str | None:
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        states = session.scalars(
+            select(TaskInstance.state).where(TaskInstance.dag_id == dag_id, TaskInstance.task_id == task_id)
+        ).all()
+        return str(states[-1]) if states else None
+
+
+@contextmanager
+def when(condition: Callable[[], bool], action: Callable[[], None]) -> Iterator[None]:
+    """Run ``action`` in a thread as soon as ``condition`` holds; re-raise its failure at the end."""
+    failures: list[BaseException] = []
+
+    def body() -> None:
+        try:
+            deadline = time.monotonic() + 300
+            while not condition():
+                if time.monotonic() > deadline:
+                    raise TimeoutError("the condition never held")
+                time.sleep(0.05)
+            action()
+        except BaseException as exc:
+            failures.append(exc)
+
+    thread = threading.Thread(target=body, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join(timeout=300)
+        if failures:
+            raise failures[0]

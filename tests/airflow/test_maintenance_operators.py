@@ -1,0 +1,151 @@
+"""The maintenance operator base in real DAG runs: compact manifests, the lock, retries, local vs Spark."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_lakeformat.core.maintenance.lock import LOCK_DIR, MaintenanceLock
+from tests.airflow.helpers import (
+    append,
+    load_dag_module,
+    make_table,
+    task_state,
+    task_states,
+    when,
+    xcom_result,
+)
+
+pytestmark = [pytest.mark.airflow, pytest.mark.usefixtures("airflow_db")]
+
+
+def lock_files(table_root: Path) -> list[str]:
+    directory = table_root / LOCK_DIR
+    return sorted(p.name for p in directory.iterdir()) if directory.exists() else []
+
+
+def test_compact_manifests_full_dry_run_and_minor(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "events"
+    table = make_table(str(root))
+    for day in ("2024-01-01", "2024-01-02", "2024-01-03"):
+        append(table, 2, dt=day)
+    module = load_dag_module("lakeformat_test_maintenance")
+
+    dry = module.compact_dag.test(run_conf={"table": "db.events", "mode": "full", "dry_run": True})
+    result = xcom_result(dry, "compact")
+    assert (result["dryRun"], result["merge"], result["snapshotId"]) == (True, "full", None)
+    assert (result["manifestsBefore"], result["manifestsAfter"]) == (3, 1)
+    assert table.snapshot_manager.latest_snapshot_id() == 3
+    assert lock_files(root) == [], "a dry run takes no lock"
+
+    minor = module.compact_dag.test(run_conf={"table": "db.events", "mode": "minor", "dry_run": False})
+    assert xcom_result(minor, "compact")["merge"] == "none"  # 3 manifests: below merge-min-count
+
+    full = module.compact_dag.test(run_conf={"table": "db.events", "mode": "full", "dry_run": False})
+    result = xcom_result(full, "compact")
+    assert (result["snapshotId"], result["manifestsAfter"], result["execution"]) == (4, 1, "local")
+    assert result["table"] == str(root)
+    latest = table.snapshot_manager.latest_snapshot()
+    assert latest is not None and latest.commit_kind.value == "COMPACT"
+    # The real runs held the lock and released it: generation 1 for minor, 2 for full.
+    assert lock_files(root) == [
+        "maintenance-lock-1",
+        "maintenance-lock-1.released",
+        "maintenance-lock-2",
+        "maintenance-lock-2.released",
+    ]
+    owner = json.loads((root / LOCK_DIR / "maintenance-lock-2").read_text())["owner"]
+    assert owner == f"airflow lakeformat_test_compact_manifests/{full.run_id}/compact try 1"
+
+
+def test_a_second_maintenance_run_fails_cleanly_while_the_first_holds_the_lock(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "events"
+    table = make_table(str(root))
+    append(table, 1)
+    append(table, 1)
+    holder = MaintenanceLock(table, "another maintenance run")
+    holder.acquire()
+    module = load_dag_module("lakeformat_test_maintenance")
+    module.FAILURES.clear()
+    run = module.compact_dag.test(run_conf={"table": "db.events", "mode": "full", "dry_run": False})
+    # LockHeldError is worth retrying (the holder finishes); every try found the lock held.
+    assert task_states(run)["compact"] == ("failed", 3)
+    message = str(module.FAILURES["lakeformat_test_compact_manifests"])
+    assert message.startswith(f"{root}: maintenance lock is held by 'another maintenance run' until ")
+    assert table.snapshot_manager.latest_snapshot_id() == 2, "nothing was committed"
+    holder.release()
+
+
+def test_a_second_maintenance_run_waits_for_the_lock(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "events"
+    table = make_table(str(root))
+    append(table, 1)
+    append(table, 1)
+    holder = MaintenanceLock(table, "another maintenance run")
+    holder.acquire()
+    module = load_dag_module("lakeformat_test_maintenance")
+    # The holder finishes while the task waits: release from a thread once the task is running.
+    with when(
+        lambda: task_state("lakeformat_test_compact_manifests_waits", "compact") == "running", holder.release
+    ):
+        run = module.lock_wait_dag.test(run_conf={"table": "db.events"})
+    assert task_states(run)["compact"] == ("success", 1)
+    assert xcom_result(run, "compact")["snapshotId"] == 3
+    released = json.loads((root / LOCK_DIR / "maintenance-lock-1.released").read_text())["releasedAt"]
+    acquired = json.loads((root / LOCK_DIR / "maintenance-lock-2").read_text())["acquiredAt"]
+    assert acquired >= released, "the task took the lock only after the holder released it"
+
+
+def test_commit_state_unknown_fails_without_retry(warehouse: Path) -> None:
+    make_table(str(warehouse / "db.db" / "events"))
+    module = load_dag_module("lakeformat_test_maintenance")
+    module.FAILURES.clear()
+    run = module.unknown_dag.test(run_conf={"table": "db.events"})
+    assert task_states(run)["expire"] == ("failed", 1), "retries=2, yet no retry"
+    error = module.FAILURES["lakeformat_test_unknown_outcome"]
+    assert type(error).__name__ == "AirflowFailException"
+    assert "has an unknown outcome after 11 attempts. Whether the commit landed is unknown" in str(error)
+    assert f"lakeformat snapshots {warehouse}/db.db/events" in str(error)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_auto_execution_runs_small_tables_locally_and_large_ones_on_spark(warehouse: Path) -> None:
+    table = make_table(str(warehouse / "db.db" / "events"))
+    for _ in range(3):
+        append(table, 2)
+    module = load_dag_module("lakeformat_test_maintenance")
+    run = module.auto_dag.test(run_conf={"table": "db.events"})
+    assert xcom_result(run, "below_threshold") == {
+        "job": "compact_data",
+        "dryRun": True,
+        "local": True,
+        "table": str(warehouse / "db.db" / "events"),
+        "execution": "local",
+    }
+    spark = xcom_result(run, "above_threshold")
+    assert (spark["job"], spark["dryRun"], spark["execution"], spark["groups"]) == (
+        "compact_data",
+        True,
+        "spark",
+        1,
+    )
+    assert spark["filesRewritten"] == 3
+    assert table.snapshot_manager.latest_snapshot_id() == 3, "a dry run commits nothing"
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_spark_job_failure_on_corrupt_metadata_fails_once_with_the_jobs_message(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "events"
+    table = make_table(str(root))
+    append(table, 1)
+    (root / "snapshot" / "snapshot-1").write_text("{ garbage")
+    module = load_dag_module("lakeformat_test_maintenance")
+    module.FAILURES.clear()
+    run = module.spark_failure_dag.test(run_conf={"table": "db.events"})
+    assert task_states(run)["compact_data"] == ("failed", 1), "exit code 4 (corrupt metadata) is not retried"
+    message = str(module.FAILURES["lakeformat_test_spark_failure"])
+    assert message.startswith(f"Spark job compact_data on {root} failed: {root}/snapshot/snapshot-1: ")
