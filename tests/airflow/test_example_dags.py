@@ -1,0 +1,296 @@
+"""The example DAGs in ``dags/`` run to success with ``dag.test()``: in the worker, on SeaweedFS S3 and with a
+real ``spark-submit``; the sensor DAG defers and resumes; no DAG file imports PySpark when parsed.
+
+``dag.test()`` needs the DAG in a bundle, so each test adds ``dags/`` as a second local bundle next to the
+session's dags folder. The DAG files read their tables from the environment at parse time; each test sets
+it before loading the file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_lakeformat.core.commit import Committer
+from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.register import write_data_files
+from airflow_lakeformat.core.snapshot import CommitKind
+from airflow_lakeformat.core.table import Table
+from tests.airflow.helpers import append, make_table, set_connection
+
+pytestmark = pytest.mark.airflow
+
+REPO = Path(__file__).resolve().parents[2]
+EXAMPLE_DAGS = REPO / "dags"
+DAG_FILES = sorted(p.name for p in EXAMPLE_DAGS.glob("*.py"))
+
+
+@pytest.fixture
+def examples(airflow_db: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dags/`` as a bundle of its own, beside the session's dags folder."""
+    bundles = [
+        {
+            "name": "dags-folder",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {},
+        },
+        {
+            "name": "lakeformat-examples",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(EXAMPLE_DAGS)},
+        },
+    ]
+    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps(bundles))
+
+
+def load_example(name: str) -> Any:
+    """The DAG of ``dags/<name>.py``, parsed with the current environment."""
+    spec = importlib.util.spec_from_file_location(
+        f"lakeformat_example_{name}_{uuid.uuid4().hex}", EXAMPLE_DAGS / f"{name}.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.dag
+
+
+def run_dag(name: str, **kwargs: Any) -> Any:
+    dag = load_example(name)
+    run = dag.test(**kwargs)
+    states = {(ti.task_id, ti.map_index): ti.state for ti in run.get_task_instances()}
+    assert run.state == "success", states
+    return run, states
+
+
+def plant_orphan(table: Table, age_seconds: float | None) -> str:
+    """A data file no snapshot references, in the table's first bucket directory."""
+    path = table.io.join(table.root, "dt=2024-01-01", "bucket-0", f"data-{uuid.uuid4()}-0.parquet")
+    table.io.fs.pipe_file(path, b"not referenced by any snapshot")
+    if age_seconds is not None:
+        old = time.time() - age_seconds
+        os.utime(path, (old, old))
+    return path
+
+
+def build_tables(uris: list[str], options: dict[str, Any] | None = None) -> None:
+    for uri in uris:
+        table = make_table(uri, options)
+        for i in range(4):
+            append(table, 10 + i)
+
+
+def check_maintained(uri: str, options: dict[str, Any] | None, orphan: str) -> None:
+    table = Table.open(uri, options)
+    manager = table.snapshot_manager
+    latest = manager.latest_snapshot()
+    assert latest is not None
+    # retain_min=1 with a tiny older_than expired every snapshot before the last append...
+    assert manager.earliest_snapshot_id() == 4
+    # ...then the full manifest compaction committed one COMPACT snapshot on top...
+    assert latest.id == 5 and latest.commit_kind is CommitKind.COMPACT
+    assert latest.total_record_count == 10 + 11 + 12 + 13
+    # ...and the old unreferenced file is gone.
+    assert not table.io.exists(orphan)
+
+
+# -- parsing ---------------------------------------------------------------------------------------
+
+
+def test_example_dag_files_parse_without_pyspark(tmp_path: Path) -> None:
+    assert DAG_FILES, "no example DAGs in dags/"
+    script = (
+        "import runpy, sys\n"
+        f"for name in {DAG_FILES!r}:\n"
+        f"    ns = runpy.run_path({str(EXAMPLE_DAGS)!r} + '/' + name)\n"
+        "    assert 'dag' in ns, name\n"
+        "bad = sorted(m for m in sys.modules if m == 'pyspark' or m.startswith('pyspark.'))\n"
+        "print('PYSPARK', bad)\n"
+    )
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "PYSPARK []" in done.stdout, done.stdout
+
+
+# -- maintenance -----------------------------------------------------------------------------------
+
+
+def test_maintenance_dag_maps_over_local_tables(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uris = [str(tmp_path / "wh" / "db.db" / name) for name in ("orders", "clicks")]
+    build_tables(uris)
+    orphans = [plant_orphan(Table.open(uri), age_seconds=3 * 86400) for uri in uris]
+    fresh = plant_orphan(Table.open(uris[0]), age_seconds=None)  # younger than 1 day: kept
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_TABLES", ",".join([uris[0], "db.clicks"]))
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_RETAIN_MIN", "1")
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_OLDER_THAN", "1 ms")
+    _, states = run_dag("lakeformat_maintenance")
+    for step in ("expire_snapshots", "compact_manifests", "remove_orphan_files"):
+        assert {i for (t, i), s in states.items() if t == f"maintain.{step}" and s == "success"} == {0, 1}
+    for uri, orphan in zip(uris, orphans, strict=True):
+        check_maintained(uri, None, orphan)
+    assert Path(fresh).exists()
+
+
+@pytest.mark.s3
+def test_maintenance_dag_on_seaweedfs(
+    examples: None, seaweedfs: Any, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    options = seaweedfs.storage_options()
+    uri = f"{s3_bucket}/wh/db.db/orders"
+    build_tables([uri], options)
+    orphan = plant_orphan(Table.open(uri, options), age_seconds=None)
+    time.sleep(2.5)  # S3 keeps its own modification times; let the orphan age past older_than
+    set_connection(
+        monkeypatch,
+        "lakeformat_default",
+        host=f"{s3_bucket}/wh",
+        login=seaweedfs.access_key,
+        password=seaweedfs.secret_key,
+        extra={
+            "endpoint_url": seaweedfs.endpoint_url,
+            "region": seaweedfs.region,
+            "storage_options": {"config_kwargs": {"s3": {"addressing_style": "path"}}},
+        },
+    )
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_TABLES", "db.orders")
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_RETAIN_MIN", "1")
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_OLDER_THAN", "1 ms")
+    monkeypatch.setenv("LAKEFORMAT_ORPHAN_OLDER_THAN", "2 s")
+    monkeypatch.setenv("LAKEFORMAT_ORPHAN_ALLOW_SHORT", "true")
+    run_dag("lakeformat_maintenance")
+    check_maintained(uri, options, orphan)
+
+
+def test_manual_maintenance_dry_run_then_for_real(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "wh" / "db.db" / "orders")
+    build_tables([uri])
+    orphan = plant_orphan(Table.open(uri), age_seconds=3 * 86400)
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    conf = {"table": uri, "retain_min": 1, "older_than": "1 ms"}
+    run_dag("lakeformat_manual_maintenance", run_conf=conf)  # dry_run defaults to True
+    table = Table.open(uri)
+    assert table.snapshot_manager.earliest_snapshot_id() == 1 and Path(orphan).exists()
+    run_dag("lakeformat_manual_maintenance", run_conf={**conf, "dry_run": False})
+    assert Table.open(uri).snapshot_manager.earliest_snapshot_id() == 4
+    assert not Path(orphan).exists()
+
+
+# -- ingest and downstream -------------------------------------------------------------------------
+
+
+def _asset_events(uri: str) -> list[dict[str, Any]]:
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        rows = session.scalars(
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.uri == uri)
+        ).all()
+        return [dict(row.extra or {}) for row in rows]
+
+
+def _ingest_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    warehouse = tmp_path / "wh"
+    uri = str(warehouse / "demo.db" / "events")
+    monkeypatch.setenv("LAKEFORMAT_DEMO_WAREHOUSE", str(warehouse))
+    monkeypatch.setenv("LAKEFORMAT_INGEST_ROWS", "250")
+    set_connection(monkeypatch, "lakeformat_default", host=str(warehouse))
+    return uri
+
+
+def test_ingest_creates_writes_emits_asset_and_schedules_downstream(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = _ingest_env(monkeypatch, tmp_path)
+    run_dag("lakeformat_ingest")
+    run_dag("lakeformat_ingest")
+    table = Table.open(uri)
+    latest = table.snapshot_manager.latest_snapshot()
+    assert latest is not None and latest.id == 2 and latest.total_record_count == 500
+    events = _asset_events("file://" + uri)
+    assert sorted(e["snapshotId"] for e in events) == [1, 2]
+    run_dag("lakeformat_downstream_asset")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_ingest_with_spark_submit(examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uri = _ingest_env(monkeypatch, tmp_path)
+    monkeypatch.setenv("LAKEFORMAT_INGEST_EXECUTION", "spark")
+    run, _ = run_dag("lakeformat_ingest")
+    result = run.get_task_instance("write_batch").xcom_pull(task_ids="write_batch")
+    assert result["execution"] == "spark" and result["rowsWritten"] == 250
+    latest = Table.open(uri).snapshot_manager.latest_snapshot()
+    assert latest is not None and latest.id == result["snapshotId"] == 1
+    assert (
+        latest.commit_user == result["commitUser"] and latest.commit_identifier == result["commitIdentifier"]
+    )
+
+
+def test_sensor_dag_defers_ignores_compact_and_resumes(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow.models.variable import Variable
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    uri = str(tmp_path / "wh" / "demo.db" / "events")
+    table = make_table(uri)
+    for i in range(3):
+        append(table, 5 + i)
+    monkeypatch.setenv("LAKEFORMAT_DEMO_TABLE", uri)
+    monkeypatch.setenv("LAKEFORMAT_SENSOR_POLL_INTERVAL", "0.5")
+    monkeypatch.setenv("LAKEFORMAT_SENSOR_TIMEOUT", "300")
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    seen: dict[str, Any] = {}
+
+    def baseline_recorded() -> bool:
+        with create_session() as session:
+            rows = session.scalars(
+                select(Variable).where(
+                    Variable.key.like("lakeformat_snapshot_sensor.lakeformat_downstream_sensor.%")
+                )
+            ).all()
+            return any(json.loads(row.val).get("table") == uri for row in rows)
+
+    def commit_while_deferred() -> None:
+        # The sensor records its baseline at its first look, right before it defers; commit only after.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not baseline_recorded():
+            time.sleep(0.2)
+        time.sleep(2)
+        writer = Table.open(uri)
+        seen["compact"] = compact_manifests(writer, "full").snapshot_id  # ignored by the sensor
+        data = pa.table({"dt": ["2024-01-02"] * 7, "v": list(range(7))})
+        seen["append"] = Committer(writer, "late-writer").commit(write_data_files(writer, data)).snapshot.id
+
+    thread = threading.Thread(target=commit_while_deferred, daemon=True)
+    thread.start()
+    with caplog.at_level("INFO", logger="airflow.sdk.definitions.dag"):
+        run, _ = run_dag("lakeformat_downstream_sensor")
+    thread.join(timeout=60)
+    assert "running trigger in line" in caplog.text and "Trigger completed" in caplog.text
+    assert seen["compact"] == 4 and seen["append"] == 5
+    matched = run.get_task_instance("use_snapshot").xcom_pull(task_ids="use_snapshot")
+    assert matched == 5
