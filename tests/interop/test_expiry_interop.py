@@ -223,6 +223,9 @@ class ExpiryCheck:
 
 
 def prepare(table: Table, expected_end: int) -> ExpiryCheck:
+    """The files an expiry up to ``expected_end`` (exclusive) must keep and must delete, from the
+    metadata: whatever a retained snapshot or a tag references stays, the rest of what the expired
+    snapshots reference goes, together with their snapshot files."""
     manager = table.snapshot_manager
     ids = manager.list_snapshot_ids()
     expired = [i for i in ids if i < expected_end]
