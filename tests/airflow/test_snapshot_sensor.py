@@ -128,7 +128,7 @@ def test_corrupt_snapshot_fails_once_with_the_file_named(warehouse: Path, where:
     (warehouse / "db.db" / "events" / "snapshot" / "snapshot-1").write_text("{ garbage")
     module = load_dag_module("lakeformat_test_sensor")
     module.FAILURES.clear()
-    dag = module.explicit_dag if where == "worker" else module.trigger_error_dag
+    dag = module.explicit_dag if where == "worker" else module.trigger_dag
     run = dag.test(run_conf={"table": "db.events", "after": 0})
     assert task_states(run)["wait"] == ("failed", 1)
     error = module.FAILURES[dag.dag_id]

@@ -43,8 +43,8 @@ with DAG(
     )
 
 with DAG(
-    "lakeformat_test_sensor_trigger_error", schedule=None, params={"table": "db.events", "after": 0}
-) as trigger_error_dag:
+    "lakeformat_test_sensor_trigger", schedule=None, params={"table": "db.events", "after": 0}
+) as trigger_dag:
     LakeformatSnapshotSensor(
         task_id="wait",
         table="{{ params.table }}",
