@@ -1,0 +1,367 @@
+"""``spark-submit`` job ``remove_orphan_files``: orphan-file cleanup with listing, used set and deletes on executors.
+
+    spark-submit remove_orphan_files.py --table URI [--older-than DURATION] [--allow-short-older-than]
+        [--dry-run] [--parallelism N] [--result PATH]
+
+The same safety rules as the driver-side operation
+(:func:`~airflow_lakeformat.core.maintenance.orphans.remove_orphan_files`), built from its blocks:
+
+1. The driver refuses a short ``--older-than`` and finds the directories to list (it walks the
+   partition levels); executors list the bucket, manifest, index, statistics, snapshot and changelog
+   directories. The listing is persisted and counted before anything else happens: the used set
+   must be collected *after* the listing (paimon#3074), and a listing recomputed later is covered
+   by step 4.
+2. The driver collects the used metadata of every snapshot, tag and changelog of every branch;
+   executors read the manifests for the data and extra file names. A missing manifest aborts,
+   unless every snapshot that referenced it vanished meanwhile (the driver decides, by the core's rule).
+3. The anti-join on file name runs in Spark; the orphans are persisted and counted.
+4. The driver folds snapshots, tags and changelogs committed since into the used set and broadcasts
+   the state; each executor re-checks every delete batch against the table again, as the driver-side
+   operation does, then deletes its share with the core's :class:`FileDeleter` (dry run honoured).
+5. Failed deletes fail the job (exit 10) before the driver removes old, empty bucket and partition
+   directories (local filesystems only).
+
+The result is the driver-side ``OrphanCleanupResult`` JSON plus ``"job"`` and ``"mode": "spark"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import posixpath
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+from airflow_lakeformat.core.errors import DeletionFailedError, MissingMetadataError
+from airflow_lakeformat.core.io import FileIO
+from airflow_lakeformat.core.maintenance.deletion import DeletionReport, FailedDelete, FileDeleter
+from airflow_lakeformat.core.maintenance.orphans import (
+    DEFAULT_OLDER_THAN,
+    Candidate,
+    CandidateDirectory,
+    Listing,
+    OrphanCleanupPlan,
+    OrphanCleanupResult,
+    UsedMetadata,
+    _old_empty_directories,
+    _read_manifest_names,
+    candidate_directories,
+    check_older_than,
+    classify,
+    collect_used_metadata,
+    list_candidates,
+    names_in_manifest,
+    refresh_used,
+)
+from airflow_lakeformat.core.options import parse_duration
+from airflow_lakeformat.core.progress import NO_PROGRESS
+from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.spark.runtime import InjectedFailureError, JobContext, run_job
+
+JOB = "remove_orphan_files"
+# Fault injection for the test suite only: a delete task raises once it has deleted this many files.
+FAIL_AFTER_DELETES_ENV = "LAKEFORMAT_TEST_FAIL_AFTER_DELETES"
+# Directory listings and manifest fetches are IO-bound: a few threads per task keep an object store busy.
+_TASK_IO_THREADS = 8
+
+# (filesListed, tooRecent, withoutModificationTime, directoriesListed, candidates) of one directory
+ListingCounts = tuple[int, int, int, int, int]
+# A candidate as it travels through the shuffle: (name, (path, size, location kind))
+CandidateRow = tuple[str, tuple[str, int, str]]
+
+
+def _duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--older-than",
+        type=_duration,
+        default=DEFAULT_OLDER_THAN,
+        metavar="DURATION",
+        help="only files older than this are candidates (default: 1 d; under 1 h needs --allow-short-older-than)",
+    )
+    parser.add_argument(
+        "--allow-short-older-than",
+        action="store_true",
+        help="accept --older-than under 1 h (only when no writer is running)",
+    )
+
+
+# -- shared by the deleting jobs -----------------------------------------------------------------
+
+
+class FailingFileIO(FileIO):
+    """Test-only: a FileIO whose task raises once it has deleted ``limit`` files (a dying executor)."""
+
+    def __init__(self, inner: FileIO, limit: int) -> None:
+        super().__init__(inner.fs, inner.protocol)
+        self.limit = limit
+        self.deleted = 0
+        self._lock = threading.Lock()
+
+    def _allowance(self, wanted: int) -> int:
+        with self._lock:
+            allowed = max(0, min(wanted, self.limit - self.deleted))
+            self.deleted += allowed
+            return allowed
+
+    def _fail(self) -> None:
+        raise InjectedFailureError(
+            f"injected failure after {self.limit} deletes (${FAIL_AFTER_DELETES_ENV}={self.limit})"
+        )
+
+    def delete_existing(self, path: str) -> bool:
+        if not self._allowance(1):
+            self._fail()
+        return super().delete_existing(path)
+
+    def delete_objects(self, bucket: str, keys: list[str]) -> dict[str, tuple[str, str]]:
+        allowed = self._allowance(len(keys))
+        errors = super().delete_objects(bucket, keys[:allowed]) if allowed else {}
+        if allowed < len(keys):
+            self._fail()
+        return errors
+
+
+def fail_after_deletes(environ: dict[str, str] | None = None) -> int:
+    """The test-only delete budget per task from the driver's environment (0: never fail)."""
+    environ = dict(os.environ) if environ is None else environ
+    return int(environ.get(FAIL_AFTER_DELETES_ENV) or 0)
+
+
+def task_io(io: FileIO, fail_after: int) -> FileIO:
+    return FailingFileIO(io, fail_after) if fail_after else io
+
+
+def report_from_json(document: dict[str, Any]) -> DeletionReport:
+    """A :class:`DeletionReport` back from the JSON a task returned."""
+    return DeletionReport(
+        dry_run=bool(document["dryRun"]),
+        files=Counter(document["files"]),
+        bytes=Counter(document["bytes"]),
+        already_missing=int(document["alreadyMissing"]),
+        skipped_by_guard=int(document["skippedByGuard"]),
+        failed=[FailedDelete(f["path"], f["kind"], f["error"]) for f in document["failed"]],
+        requests=int(document["requests"]),
+        duration_seconds=float(document["durationSeconds"]),
+    )
+
+
+def merge_reports(dry_run: bool, documents: Iterable[dict[str, Any]]) -> DeletionReport:
+    total = DeletionReport(dry_run=dry_run)
+    for document in documents:
+        total.merge(report_from_json(document))
+    return total
+
+
+# -- executors -----------------------------------------------------------------------------------
+
+
+def list_directories(
+    uri: str, options: dict[str, Any], cutoff: float, directories: Iterator[CandidateDirectory]
+) -> Iterator[tuple[ListingCounts, list[CandidateRow]]]:
+    """Executor body: list each directory; one (counts, candidates) per directory."""
+    io, _ = FileIO.for_uri(uri, options)
+    batch = list(directories)
+    with ThreadPoolExecutor(max_workers=max(1, min(_TASK_IO_THREADS, len(batch)))) as pool:
+        for listing in pool.map(lambda d: list_candidates(io, d, cutoff), batch):
+            counts = (
+                listing.files_listed,
+                listing.too_recent,
+                listing.no_mtime,
+                listing.directories_listed,
+                len(listing.candidates),
+            )
+            yield counts, [(c.name, (c.path, c.size, c.kind)) for c in listing.candidates]
+
+
+def read_used_names(
+    uri: str, options: dict[str, Any], manifests: Iterator[str]
+) -> Iterator[tuple[str, bool]]:
+    """Executor body: (file name, True) for every name the manifests mention, (manifest, False) if missing."""
+    table = Table.open(uri, options, read_parallelism=_TASK_IO_THREADS)
+
+    def names_or_none(name: str) -> tuple[str, set[str] | None]:
+        try:
+            return name, names_in_manifest(table, name)
+        except MissingMetadataError:
+            return name, None  # the driver decides: vanished owners, or abort
+
+    names: set[str] = set()
+    for manifest, found in table.parallel_imap(names_or_none, list(manifests)):
+        if found is None:
+            yield manifest, False
+        else:
+            names |= found
+    for name in names:
+        yield name, True
+
+
+def _recheck_plan(uri: str, used: UsedMetadata, manifests_read: set[str]) -> OrphanCleanupPlan:
+    """A plan that carries only what :func:`refresh_used` reads and updates."""
+    return OrphanCleanupPlan(
+        table_uri=uri,
+        planned_at=0.0,
+        older_than=timedelta(0),
+        cutoff=0.0,
+        listing=Listing(),
+        used=used,
+        manifests_read=manifests_read,
+        orphans=[],
+        empty_directories=[],
+    )
+
+
+def delete_orphans(
+    uri: str,
+    options: dict[str, Any],
+    dry_run: bool,
+    fail_after: int,
+    recheck: Any,
+    rows: Iterator[CandidateRow],
+) -> Iterator[dict[str, Any]]:
+    """Executor body: delete this task's orphans in batches, re-checking each batch; yields the report."""
+    table = Table.open(uri, options)
+    used, manifests_read = copy.deepcopy(recheck.value)  # a worker may run several tasks: never share
+    plan = _recheck_plan(uri, used, manifests_read)
+
+    def still_orphaned(batch: list[Any]) -> list[Any]:
+        current = refresh_used(table, plan)
+        return [r for r in batch if posixpath.basename(r.path) not in current]
+
+    requests = classify((Candidate(name, path, size, kind) for name, (path, size, kind) in rows), set())
+    deleter = FileDeleter(task_io(table.io, fail_after), dry_run=dry_run)
+    report = deleter.delete(
+        requests, task="deleting orphan files", total=len(requests), before_batch=still_orphaned
+    )
+    yield report.to_json()
+
+
+# -- the driver ----------------------------------------------------------------------------------
+
+
+def _sum_counts(a: ListingCounts, b: ListingCounts) -> ListingCounts:
+    return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4])
+
+
+def run(context: JobContext) -> dict[str, Any]:
+    from pyspark import StorageLevel
+
+    args = context.args
+    uri, options = args.table, context.executor_options
+    table = context.open_table()
+    check_older_than(table.uri, args.older_than, args.allow_short_older_than)
+    now = time.time()
+    cutoff = now - args.older_than.total_seconds()
+    sc = context.spark.sparkContext
+
+    # 1. List first, and finish listing before the used set is read.
+    directories, tree_dirs = candidate_directories(table)
+    listed = (
+        sc.parallelize(directories, context.parallelism(len(directories), per_core=4))
+        .mapPartitions(partial(list_directories, uri, options, cutoff))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    files_listed, too_recent, no_mtime, directories_listed, candidates = listed.map(lambda d: d[0]).fold(
+        (0, 0, 0, 0, 0), _sum_counts
+    )
+    empty = _old_empty_directories(table, tree_dirs, cutoff)
+
+    # 2. The used set: metadata on the driver, data file names on executors.
+    used = collect_used_metadata(table)
+    manifests = sorted(used.manifests)
+    names = (
+        sc.parallelize(manifests, context.parallelism(len(manifests), per_core=4))
+        .mapPartitions(partial(read_used_names, uri, options))
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    missing = sorted(names.filter(lambda kv: not kv[1]).keys().collect())
+    if missing:
+        # The core's rule, on the core's code: skipped if every owner vanished, else MissingMetadataError.
+        _read_manifest_names(table, used, missing, NO_PROGRESS)
+
+    # 3. The anti-join on file name.
+    used_names = names.filter(lambda kv: kv[1]).union(sc.parallelize([(n, True) for n in used.names]))
+    shuffle_partitions = context.parallelism(max(1, candidates), per_core=2)
+    orphans = (
+        listed.flatMap(lambda d: d[1])
+        .subtractByKey(used_names, shuffle_partitions)
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
+    orphan_count = orphans.count()
+
+    # 4. Fold in what was committed since, and let every executor re-check each batch again.
+    plan = OrphanCleanupPlan(
+        table_uri=table.uri,
+        planned_at=now,
+        older_than=args.older_than,
+        cutoff=cutoff,
+        listing=Listing(
+            files_listed=files_listed,
+            too_recent=too_recent,
+            no_mtime=no_mtime,
+            directories_listed=directories_listed,
+            empty_directories=empty,
+        ),
+        used=used,
+        manifests_read=set(manifests),
+        orphans=[],
+        empty_directories=empty,
+    )
+    before = set(used.names)
+    refresh_used(table, plan)
+    # Executors need the names that appeared after the anti-join, and the state to read only what is new.
+    state = UsedMetadata(
+        names=used.names - before,
+        manifests=used.manifests,
+        latest_ids=used.latest_ids,
+        tags=used.tags,
+        changelogs=used.changelogs,
+    )
+    recheck = sc.broadcast((state, plan.manifests_read))
+    reports = (
+        orphans.mapPartitions(
+            partial(delete_orphans, uri, options, args.dry_run, fail_after_deletes(), recheck)
+        ).collect()
+        if orphan_count
+        else []
+    )
+    report = merge_reports(args.dry_run, reports)
+
+    # 5. Directories only after every file went.
+    if report.failed:
+        raise DeletionFailedError(
+            f"{table.uri}: {len(report.failed)} orphan file(s) could not be deleted "
+            f"(first: {report.failed[0].path}: {report.failed[0].error})",
+            report,
+        )
+    directories_report = FileDeleter(table.io, dry_run=args.dry_run).remove_empty_directories(empty)
+    document = OrphanCleanupResult(plan, report, directories_report, 0.0).to_json()
+    # The plan holds counts, not the candidates and orphans themselves: those stayed on the executors.
+    document["candidates"] = candidates
+    document["orphans"] = orphan_count
+    return document
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_job(JOB, argv, configure, run)
+
+
+if __name__ == "__main__":
+    # Run the module under its package name, so Spark pickles the task functions by reference.
+    from airflow_lakeformat.spark.jobs import remove_orphan_files as job
+
+    sys.exit(job.main())
