@@ -13,10 +13,16 @@ import stat
 import subprocess
 import sys
 import sysconfig
-from collections.abc import Mapping
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
 
 from airflow_lakeformat.spark.locate import job_path
 from airflow_lakeformat.spark.runtime import ERROR_PREFIX, RESULT_PREFIX, STORAGE_OPTIONS_ENV
@@ -34,19 +40,23 @@ class SparkRun:
     stdout: str
     stderr: str
     result: dict[str, Any] | None  # the LAKEFORMAT_RESULT document (stdout and --result file agree)
+    seconds: float
 
     @property
     def error_lines(self) -> list[str]:
-        return [line for line in self.stderr.splitlines() if line.startswith(ERROR_PREFIX)]
+        # spark-submit's PythonRunner merges the Python driver's stderr into its stdout.
+        lines = self.stdout.splitlines() + self.stderr.splitlines()
+        return [line for line in lines if line.startswith(ERROR_PREFIX)]
 
     def describe(self) -> str:
         tail = "\n".join(self.stderr.splitlines()[-40:])
-        return f"exit {self.returncode}: {' '.join(self.command)}\n--- stderr (tail) ---\n{tail}"
+        return f"exit {self.returncode} after {self.seconds:.1f} s: {' '.join(self.command)}\n--- stderr (tail) ---\n{tail}"
 
 
 def spark_env(extra: Mapping[str, str] | None = None, python: str = PYTHON) -> dict[str, str]:
     """The environment spark-submit needs here: Java 17, the venv's Python for executors, loopback only."""
-    env = dict(os.environ)
+    # Hermetic: storage settings reach a job only through what the test passes.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "LAKEFORMAT_"))}
     env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
     env["PYSPARK_PYTHON"] = python
     env["PYSPARK_DRIVER_PYTHON"] = python
@@ -88,6 +98,7 @@ def run_job(
     extra = dict(env or {})
     if storage_options is not None:
         extra[STORAGE_OPTIONS_ENV] = json.dumps(storage_options)
+    started = time.monotonic()
     completed = subprocess.run(
         command,
         env=spark_env(extra, python),
@@ -103,7 +114,10 @@ def run_job(
     result = json.loads(lines[0][len(RESULT_PREFIX) :]) if lines else None
     if result is not None:
         assert json.loads(result_path.read_text()) == result, "the --result file and stdout disagree"
-    return SparkRun(command, completed.returncode, completed.stdout, completed.stderr, result)
+    seconds = time.monotonic() - started
+    if os.environ.get("LAKEFORMAT_TEST_SPARK_TIMINGS"):
+        print(f"spark-submit {job}: {seconds:.1f} s, exit {completed.returncode}", file=sys.stderr)
+    return SparkRun(command, completed.returncode, completed.stdout, completed.stderr, result, seconds)
 
 
 def isolated_python(directory: Path) -> str:
@@ -125,3 +139,63 @@ def isolated_python(directory: Path) -> str:
 def data_files(root: Path) -> set[str]:
     """Every ``*.parquet`` file below a local table root, relative to it."""
     return {p.relative_to(root).as_posix() for p in root.rglob("*.parquet")}
+
+
+# -- test data shared by the Spark job tests ---------------------------------------------------------
+
+FIELDS = [
+    {"name": "dt", "type": "DATE"},
+    {"name": "s", "type": "STRING"},
+    {"name": "v", "type": "BIGINT"},
+    {"name": "ts", "type": "TIMESTAMP(6)"},
+    {"name": "price", "type": "DECIMAL(10, 2)"},
+]
+_ARROW = pa.schema(
+    [
+        ("dt", pa.date32()),
+        ("s", pa.string()),
+        ("v", pa.int64()),
+        ("ts", pa.timestamp("us")),
+        ("price", pa.decimal128(10, 2)),
+    ]
+)
+
+
+def source_table(start: int, count: int) -> pa.Table:
+    """Rows ``start .. start + count - 1`` over three dates, with nulls, escapes and sub-second timestamps."""
+    values = range(start, start + count)
+    return pa.table(
+        {
+            "dt": [date(2024, 1, 1) + timedelta(days=v % 3) for v in values],
+            "s": [None if v % 7 == 0 else f"s/{v}=é" for v in values],
+            "v": list(values),
+            "ts": [datetime(2024, 1, 2, 3, 4, 5) + timedelta(microseconds=v * 1001) for v in values],
+            "price": [Decimal(v % 100000) / 100 for v in values],
+        },
+        schema=_ARROW,
+    )
+
+
+def write_parquet_source(directory: Path, tables: Sequence[pa.Table]) -> Path:
+    """One Parquet file per table in ``directory`` (Spark reads the directory)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for index, table in enumerate(tables):
+        pq.write_table(table, directory / f"part-{index:03d}.parquet")
+    return directory
+
+
+def _normalized(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The pypaimon oracle's JSON form of a row of :data:`FIELDS`."""
+    return {
+        "dt": row["dt"].isoformat() if row["dt"] is not None else None,
+        "s": row["s"],
+        "v": row["v"],
+        "ts": row["ts"].isoformat() if row["ts"] is not None else None,
+        "price": format(row["price"], "f") if row["price"] is not None else None,
+    }
+
+
+def expected_rows(table: pa.Table) -> list[dict[str, Any]]:
+    """Rows as ``oracle_read`` returns them: normalised and in its order."""
+    rows = [_normalized(r) for r in table.to_pylist()]
+    return sorted(rows, key=lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
