@@ -93,6 +93,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lakeformat.operators.compact_manifests",
                     "airflow_lakeformat.operators.expire_snapshots",
                     "airflow_lakeformat.operators.remove_orphan_files",
+                    "airflow_lakeformat.operators.write",
                 ],
             }
         ],

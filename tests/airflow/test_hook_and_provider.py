@@ -225,6 +225,13 @@ def test_provider_info_is_valid_and_names_importable_code() -> None:
             assert group["integration-name"] == info["integrations"][0]["integration-name"]
             for module in group["python-modules"]:
                 importlib.import_module(module)
+    listed = {m for group in info["operators"] for m in group["python-modules"]}
+    present = {
+        f"airflow_lakeformat.operators.{path.stem}"
+        for path in (Path(__file__).resolve().parents[2] / "airflow_lakeformat" / "operators").glob("*.py")
+        if path.stem not in ("__init__", "base")
+    }
+    assert listed == present, "every operator module is registered with Airflow"
     [connection] = info["connection-types"]
     module_name, _, class_name = connection["hook-class-name"].rpartition(".")
     hook_class = getattr(importlib.import_module(module_name), class_name)
