@@ -8,7 +8,8 @@ are mapped once, here:
   commit landed is unknown, and a blind retry of a delete could delete what the landed commit still
   references. The message says how to check and re-run.
 * Errors about the table or the settings (missing table, corrupt or unsupported metadata, a refused
-  request, bad connection settings, access denied) fail without retry too: a retry would fail the same.
+  request, bad connection settings or arguments, access denied) fail without retry too: a retry would
+  fail the same.
 * Anything else (a dropped connection, a held maintenance lock, a conflict with a concurrent commit
   that a new attempt resolves) is raised as is, so the task's ``retries`` apply.
 
@@ -96,6 +97,8 @@ def map_error(exc: BaseException, table_uri: str, conn_id: str) -> BaseException
         errors.RegisterError,
         errors.MaintenanceRefusedError,
         LakeformatConnectionError,
+        # Bad arguments (a templated mode or duration that does not parse): a retry renders the same.
+        ValueError,
     )
     if isinstance(exc, permanent):
         return AirflowFailException(str(exc))
