@@ -122,10 +122,16 @@ def when(condition: Callable[[], bool], action: Callable[[], None]) -> Iterator[
     """Run ``action`` in a thread as soon as ``condition`` holds; re-raise its failure at the end."""
     failures: list[BaseException] = []
 
+    def holds() -> bool:
+        try:
+            return condition()
+        except Exception:  # e.g. SQLite busy while the DAG run writes: look again
+            return False
+
     def body() -> None:
         try:
             deadline = time.monotonic() + 300
-            while not condition():
+            while not holds():
                 if time.monotonic() > deadline:
                     raise TimeoutError("the condition never held")
                 time.sleep(0.05)
