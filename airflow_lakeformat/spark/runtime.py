@@ -230,6 +230,7 @@ def emit_result(document: Mapping[str, Any], path: str | None) -> None:
 
 # -- the session and the job -----------------------------------------------------------------------
 
+
 def spark_session(app_name: str) -> Any:
     """The job's SparkSession: spark-submit's settings win; ``local[*]`` when run as a plain script.
 
