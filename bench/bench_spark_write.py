@@ -1,0 +1,313 @@
+"""Throughput of the Spark ``write`` job against pyarrow writing the same rows, in one run.
+
+    .venv/bin/python bench/bench_spark_write.py [--rows 5000000] [--files 8] [--rebuild]
+
+The source (``--files`` Parquet files, ``--rows`` rows over 4 dates, about 60 bytes per row on
+disk) is generated once and cached under bench/.work/. Each method then writes all of it into a
+fresh output, each in its own fresh subprocess, in this order:
+
+* pyarrow   ``pyarrow.dataset.write_dataset`` of the source, Hive-partitioned by ``dt``, zstd level 1
+            (the table's codec), multi-threaded: the floor for "read Parquet, split by partition,
+            write Parquet" on this machine
+* core      the driver-side path (``lakeformat write``): per source file ``pq.read_table`` +
+            ``write_data_files`` (cast to the table's types, split by partition, roll at
+            ``target-file-size``, DataFileMeta with value statistics from each footer), then one commit
+* spark     ``spark-submit --master local[2] write.py``: Spark reads the source, two Python tasks
+            stream their rows into the table's layout, the driver commits one snapshot
+
+Spark is reported as the wall time of ``spark-submit`` (JVM and session start included) and as the
+job's own ``durationSeconds``. Throughput is the source's in-memory Arrow size (and its rows) per
+second. Every method must write every row (checked: exit 1 otherwise). Nothing asserts a timing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_ROOT = BENCH_DIR.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+DEFAULT_WORK_DIR = BENCH_DIR / ".work"
+RESULT_PATH = BENCH_DIR / "results" / "spark_write.json"
+GENERATOR_VERSION = 1
+METHODS = ("pyarrow", "core", "spark")
+RESULT_PREFIX = "LAKEFORMAT_RESULT "
+FIELDS = [
+    {"name": "dt", "type": "DATE"},
+    {"name": "id", "type": "BIGINT"},
+    {"name": "name", "type": "STRING"},
+    {"name": "amount", "type": "DOUBLE"},
+    {"name": "price", "type": "DECIMAL(10, 2)"},
+    {"name": "ts", "type": "TIMESTAMP(6)"},
+]
+DATES = 4
+
+
+def rows_table(start: int, count: int, seed: int) -> Any:
+    """``count`` rows with ids from ``start``: random names and amounts, so they compress like real data."""
+    import numpy as np
+    import pyarrow as pa
+
+    rng = np.random.default_rng(seed)
+    ids = np.arange(start, start + count, dtype=np.int64)
+    names = pa.array(rng.integers(0, 2**63 - 1, count, dtype=np.int64)).cast(pa.string())
+    days = (19_723 + ids % DATES).astype(np.int32)
+    micros = 1_704_164_645_000_000 + ids * 1_001
+    return pa.table(
+        {
+            "dt": pa.array(days, pa.int32()).cast(pa.date32()),
+            "id": pa.array(ids),
+            "name": names,
+            "amount": pa.array(rng.random(count) * 1000),
+            "price": pa.array(rng.integers(0, 10_000_000, count), pa.int64())
+            .cast(pa.decimal128(19, 0))
+            .cast(pa.decimal128(10, 2)),
+            "ts": pa.array(micros, pa.int64()).cast(pa.timestamp("us")),
+        }
+    )
+
+
+def ensure_source(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
+    """The cached source files for these parameters, generated if missing."""
+    import pyarrow.parquet as pq
+
+    key = f"spark-write-v{GENERATOR_VERSION}-r{args.rows}-f{args.files}"
+    root = Path(args.work_dir).resolve() / key
+    source = root / "source"
+    marker = root / "params.json"
+    if marker.exists() and not args.rebuild:
+        return source, json.loads(marker.read_text())
+    shutil.rmtree(root, ignore_errors=True)
+    source.mkdir(parents=True)
+    per_file = -(-args.rows // args.files)
+    arrow_bytes = 0
+    for index in range(args.files):
+        start = index * per_file
+        count = min(per_file, args.rows - start)
+        table = rows_table(start, count, seed=index)
+        arrow_bytes += table.nbytes
+        pq.write_table(
+            table, source / f"part-{index:03d}.parquet", compression="zstd", row_group_size=256_000
+        )
+    facts = {
+        "rows": args.rows,
+        "files": args.files,
+        "arrow_bytes": arrow_bytes,
+        "parquet_bytes": sum(p.stat().st_size for p in source.iterdir()),
+    }
+    marker.write_text(json.dumps(facts))
+    return source, facts
+
+
+# ---- spark-submit ----------------------------------------------------------------------------------
+
+
+def spark_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYSPARK_GATEWAY", "LAKEFORMAT_TEST_"))}
+    env.setdefault("JAVA_HOME", "/usr/lib/jvm/java-17-openjdk-amd64")
+    env["PYSPARK_PYTHON"] = sys.executable
+    env["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env.update(extra or {})
+    return env
+
+
+def spark_submit(job: str, table: str, args: list[str], work_dir: Path) -> dict[str, Any]:
+    """Run one job on ``local[2]``; return its result document plus the wall time of spark-submit."""
+    from airflow_lakeformat.spark.locate import job_path
+
+    command = [
+        os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+        "--master", "local[2]",
+        "--conf", "spark.ui.enabled=false",
+        "--conf", f"spark.pyspark.python={sys.executable}",
+        "--driver-memory", "2g",
+        job_path(job), "--table", table, *args,
+    ]  # fmt: skip
+    started = time.perf_counter()
+    completed = subprocess.run(
+        command, env=spark_env(), cwd=work_dir, capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - started
+    lines = [line for line in completed.stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    if completed.returncode != 0 or not lines:
+        tail = "\n".join((completed.stdout + completed.stderr).splitlines()[-30:])
+        raise RuntimeError(f"spark-submit {job} failed with {completed.returncode}:\n{tail}")
+    return {**json.loads(lines[0][len(RESULT_PREFIX) :]), "wallSeconds": wall}
+
+
+def load_average() -> list[float]:
+    return [round(x, 2) for x in os.getloadavg()]
+
+
+# ---- the methods -------------------------------------------------------------------------------------
+
+
+def new_table(path: Path, target_file_size: str) -> Any:
+    from airflow_lakeformat.core.create import create_table, schema_from_fields
+
+    options = {"target-file-size": target_file_size}
+    return create_table(str(path), schema_from_fields(FIELDS, ["dt"], options=options))
+
+
+def worker(method: str, source: str, out: str, target_file_size: str) -> dict[str, Any]:
+    """One method, timed in this (fresh) process."""
+    import pyarrow.parquet as pq
+
+    files = sorted(str(p) for p in Path(source).iterdir())
+    if method == "pyarrow":
+        import pyarrow as pa
+        import pyarrow.dataset as ds
+
+        started = time.perf_counter()
+        dataset = ds.dataset(files, format="parquet")
+        options = ds.ParquetFileFormat().make_write_options(compression="zstd", compression_level=1)
+        ds.write_dataset(
+            dataset,
+            out,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([("dt", pa.date32())]), flavor="hive"),
+            file_options=options,
+            existing_data_behavior="overwrite_or_ignore",
+        )
+        seconds = time.perf_counter() - started
+        written = list(Path(out).rglob("*.parquet"))
+        rows = sum(pq.ParquetFile(p).metadata.num_rows for p in written)
+        return {
+            "seconds": seconds,
+            "rows": rows,
+            "files": len(written),
+            "bytes": sum(p.stat().st_size for p in written),
+        }
+    if method == "core":
+        from airflow_lakeformat.core.commit import Committer
+        from airflow_lakeformat.core.register import write_data_files
+
+        table = new_table(Path(out), target_file_size)
+        started = time.perf_counter()
+        entries = []
+        for path in files:
+            entries += write_data_files(table, pq.read_table(path))
+        snapshot = Committer(table, "bench").commit(entries).snapshot
+        seconds = time.perf_counter() - started
+        return {
+            "seconds": seconds,
+            "rows": snapshot.total_record_count,
+            "files": len(entries),
+            "bytes": sum(e.file.file_size for e in entries),
+        }
+    raise ValueError(method)
+
+
+def run_worker(method: str, source: Path, out: Path, target_file_size: str) -> dict[str, Any]:
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]); from bench.bench_spark_write import worker; "
+        "print(json.dumps(worker(*sys.argv[2:])))"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", code, str(REPO_ROOT), method, str(source), str(out), target_file_size],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"{method} failed:\n{completed.stderr[-3000:]}")
+    return dict(json.loads(completed.stdout.strip().splitlines()[-1]))
+
+
+def rates(measured: dict[str, Any], facts: dict[str, Any], base_seconds: float) -> None:
+    """Add rows/s, MB/s (of the source's Arrow size) and the ratio to the baseline, in place."""
+    for key, prefix in (("seconds", ""), ("jobSeconds", "job")):
+        if key not in measured:
+            continue
+        seconds = measured[key]
+        measured[key] = round(seconds, 2)
+        measured[prefix + ("RowsPerSecond" if prefix else "rowsPerSecond")] = round(facts["rows"] / seconds)
+        measured[prefix + "MBPerSecond"] = round(facts["arrow_bytes"] / 1e6 / seconds, 1)
+        measured[prefix + ("VsBaseline" if prefix else "vsBaseline")] = round(seconds / base_seconds, 2)
+
+
+def print_table(results: dict[str, dict[str, Any]]) -> None:
+    print(f"{'method':10} {'seconds':>8} {'MB/s':>7} {'rows/s':>10} {'files':>6} {'x base':>7}")
+    for method, m in results.items():
+        print(
+            f"{method:10} {m['seconds']:8.2f} {m['MBPerSecond']:7.1f} {m['rowsPerSecond']:10d} "
+            f"{m['files']:6d} {m['vsBaseline']:7.2f}"
+        )
+        if "jobSeconds" in m:
+            print(
+                f"{'  (job)':10} {m['jobSeconds']:8.2f} {m['jobMBPerSecond']:7.1f} {m['jobRowsPerSecond']:10d} "
+                f"{'':6} {m['jobVsBaseline']:7.2f}"
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=5_000_000)
+    parser.add_argument("--files", type=int, default=8)
+    parser.add_argument("--target-file-size", default="128 mb")
+    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR))
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--output", default=str(RESULT_PATH))
+    args = parser.parse_args(argv)
+    from bench.bench_planning import machine_facts
+
+    source, facts = ensure_source(args)
+    print(f"source: {facts}", file=sys.stderr)
+    results: dict[str, dict[str, Any]] = {}
+    load_before = load_average()
+    with tempfile.TemporaryDirectory(prefix="bench-write-", dir=args.work_dir) as scratch:
+        for method in METHODS:
+            out = Path(scratch) / method
+            print(f"running {method} ...", file=sys.stderr)
+            if method == "spark":
+                new_table(out, args.target_file_size)
+                document = spark_submit(
+                    "write", str(out), ["--source", str(source), "--source-format", "parquet"], Path(scratch)
+                )
+                measured = {
+                    "seconds": document["wallSeconds"],
+                    "jobSeconds": document["durationSeconds"],
+                    "rows": document["rowsWritten"],
+                    "files": document["filesWritten"],
+                    "bytes": document["bytesWritten"],
+                }
+            else:
+                measured = run_worker(method, source, out, args.target_file_size)
+            if measured["rows"] != facts["rows"]:
+                print(f"{method} wrote {measured['rows']} rows, expected {facts['rows']}", file=sys.stderr)
+                return 1
+            results[method] = measured
+    base = results["pyarrow"]["seconds"]
+    for measured in results.values():
+        rates(measured, facts, base)
+    report = {
+        "benchmark": "spark_write",
+        "machine": machine_facts(),
+        "loadAverage": {"before": load_before, "after": load_average()},
+        "source": facts,
+        "targetFileSize": args.target_file_size,
+        "results": results,
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(report, indent=2) + "\n")
+    print_table(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
