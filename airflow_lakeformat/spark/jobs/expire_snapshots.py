@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from airflow_lakeformat.core.errors import DeletionFailedError
-from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, FileDeleter
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
 from airflow_lakeformat.core.maintenance.expiry import (
     Mark,
     SnapshotExpiryPlan,
@@ -46,7 +46,7 @@ from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import DataFilePaths
 from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.spark.jobs.remove_orphan_files import fail_after_deletes, merge_reports, task_io
+from airflow_lakeformat.spark.jobs.remove_orphan_files import fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job
 
 JOB = "expire_snapshots"
@@ -104,8 +104,8 @@ def delete_requests(
     """Executor body: delete this task's share in batches; yields the DeletionReport JSON."""
     table = Table.open(uri, options)
     batch = list(requests)
-    deleter = FileDeleter(task_io(table.io, fail_after), dry_run=dry_run)
-    yield deleter.delete(batch, task=DATA_TASK, total=len(batch)).to_json()
+    deleter, fault = task_deleter(table.io, dry_run, fail_after)
+    yield deleter.delete(batch, task=DATA_TASK, total=len(batch), before_batch=fault).to_json()
 
 
 # -- the driver ----------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ import copy
 import os
 import posixpath
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -42,7 +41,13 @@ from typing import Any
 
 from airflow_lakeformat.core.errors import DeletionFailedError, MissingMetadataError
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.maintenance.deletion import DeletionReport, FailedDelete, FileDeleter
+from airflow_lakeformat.core.maintenance.deletion import (
+    BatchGuard,
+    DeleteRequest,
+    DeletionReport,
+    FailedDelete,
+    FileDeleter,
+)
 from airflow_lakeformat.core.maintenance.orphans import (
     DEFAULT_OLDER_THAN,
     Candidate,
@@ -103,47 +108,45 @@ def configure(parser: argparse.ArgumentParser) -> None:
 # -- shared by the deleting jobs -----------------------------------------------------------------
 
 
-class FailingFileIO(FileIO):
-    """Test-only: a FileIO whose task raises once it has deleted ``limit`` files (a dying executor)."""
-
-    def __init__(self, inner: FileIO, limit: int) -> None:
-        super().__init__(inner.fs, inner.protocol)
-        self.limit = limit
-        self.deleted = 0
-        self._lock = threading.Lock()
-
-    def _allowance(self, wanted: int) -> int:
-        with self._lock:
-            allowed = max(0, min(wanted, self.limit - self.deleted))
-            self.deleted += allowed
-            return allowed
-
-    def _fail(self) -> None:
-        raise InjectedFailureError(
-            f"injected failure after {self.limit} deletes (${FAIL_AFTER_DELETES_ENV}={self.limit})"
-        )
-
-    def delete_existing(self, path: str) -> bool:
-        if not self._allowance(1):
-            self._fail()
-        return super().delete_existing(path)
-
-    def delete_objects(self, bucket: str, keys: list[str]) -> dict[str, tuple[str, str]]:
-        allowed = self._allowance(len(keys))
-        errors = super().delete_objects(bucket, keys[:allowed]) if allowed else {}
-        if allowed < len(keys):
-            self._fail()
-        return errors
-
-
 def fail_after_deletes(environ: dict[str, str] | None = None) -> int:
     """The test-only delete budget per task from the driver's environment (0: never fail)."""
     environ = dict(os.environ) if environ is None else environ
     return int(environ.get(FAIL_AFTER_DELETES_ENV) or 0)
 
 
-def task_io(io: FileIO, fail_after: int) -> FileIO:
-    return FailingFileIO(io, fail_after) if fail_after else io
+def task_deleter(io: FileIO, dry_run: bool, fail_after: int) -> tuple[FileDeleter, BatchGuard | None]:
+    """The task's deleter and, under test-only fault injection, a guard that kills the task.
+
+    With a budget of ``fail_after`` files, every file is its own batch and the guard raises before
+    the batch past the budget: the task dies after exactly that many deletes (in-flight ones finish).
+    """
+    if not fail_after:
+        return FileDeleter(io, dry_run=dry_run), None
+    sent = 0
+
+    def die_after_budget(batch: list[DeleteRequest]) -> list[DeleteRequest]:
+        nonlocal sent
+        if sent + len(batch) > fail_after:
+            raise InjectedFailureError(
+                f"injected failure after {sent} deletes (${FAIL_AFTER_DELETES_ENV}={fail_after})"
+            )
+        sent += len(batch)
+        return batch
+
+    return FileDeleter(io, dry_run=dry_run, batch_size=1), die_after_budget
+
+
+def chain_guards(*guards: BatchGuard | None) -> BatchGuard | None:
+    present = [g for g in guards if g is not None]
+    if not present:
+        return None
+
+    def chained(batch: list[DeleteRequest]) -> list[DeleteRequest]:
+        for guard in present:
+            batch = guard(batch)
+        return batch
+
+    return chained
 
 
 def report_from_json(document: dict[str, Any]) -> DeletionReport:
@@ -210,6 +213,17 @@ def read_used_names(
         yield name, True
 
 
+def used_name(manifest_dir: str, decided: frozenset[str], row: tuple[str, bool]) -> bool:
+    """Keep the used names. A manifest missing on a recomputation of a lost partition, after the
+    driver made its decisions, had no decision made: abort rather than lose its names."""
+    name, used = row
+    if not used and name not in decided:
+        raise MissingMetadataError(
+            posixpath.join(manifest_dir, name), "a snapshot (read again on an executor)"
+        )
+    return used
+
+
 def _recheck_plan(uri: str, used: UsedMetadata, manifests_read: set[str]) -> OrphanCleanupPlan:
     """A plan that carries only what :func:`refresh_used` reads and updates."""
     return OrphanCleanupPlan(
@@ -243,10 +257,10 @@ def delete_orphans(
         return [r for r in batch if posixpath.basename(r.path) not in current]
 
     requests = classify((Candidate(name, path, size, kind) for name, (path, size, kind) in rows), set())
-    deleter = FileDeleter(task_io(table.io, fail_after), dry_run=dry_run)
-    report = deleter.delete(
-        requests, task="deleting orphan files", total=len(requests), before_batch=still_orphaned
-    )
+    deleter, fault = task_deleter(table.io, dry_run, fail_after)
+    # The re-check first: a batch the table still uses is never sent, and never counts as deleted.
+    guard = chain_guards(still_orphaned, fault)
+    report = deleter.delete(requests, task="deleting orphan files", total=len(requests), before_batch=guard)
     yield report.to_json()
 
 
@@ -294,7 +308,8 @@ def run(context: JobContext) -> dict[str, Any]:
         _read_manifest_names(table, used, missing, NO_PROGRESS)
 
     # 3. The anti-join on file name.
-    used_names = names.filter(lambda kv: kv[1]).union(sc.parallelize([(n, True) for n in used.names]))
+    keep = partial(used_name, table.io.uri(table.manifest_dir), frozenset(missing))
+    used_names = names.filter(keep).union(sc.parallelize([(n, True) for n in used.names]))
     shuffle_partitions = context.parallelism(max(1, candidates), per_core=2)
     orphans = (
         listed.flatMap(lambda d: d[1])
