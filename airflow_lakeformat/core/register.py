@@ -1135,9 +1135,9 @@ class RollingFileWriter:
         data = _conform(data, self.layout.schema)
         if data.num_rows == 0:
             return
-        groups = {self.into: None} if self.into is not None else _group_rows(data, self.layout)
+        groups = {self.into: None} if self.into is not None else _split_rows(data, self.layout)
         for key, indices in groups.items():
-            part = data if indices is None else data.take(pa.array(indices, pa.int64()))
+            part = data if indices is None else data.take(indices)
             self._buffers.setdefault(key, []).append(part)
             self._buffered[key] = self._buffered.get(key, 0) + part.nbytes
             if self._buffered[key] >= self.chunk_bytes:
@@ -1205,6 +1205,44 @@ class RollingFileWriter:
         self._next_sequence[key] = meta.max_sequence_number + 1
         partition, bucket = key
         self.entries.append(ManifestEntry.create(FileKind.ADD, partition, bucket, self.total_buckets, meta))
+
+
+_ROW_NUMBERS: list[pa.Array] = [pa.array([], pa.int64())]
+
+
+def _row_numbers(count: int) -> pa.Array:
+    """``0 .. count - 1`` as an int64 array, sliced from a cached one (building it per batch costs)."""
+    cached = _ROW_NUMBERS[0]
+    if len(cached) < count:
+        cached = _ROW_NUMBERS[0] = pa.array(range(max(count, 2 * len(cached))), pa.int64())
+    return cached.slice(0, count)
+
+
+def _split_rows(data: pa.Table, layout: _Layout) -> Mapping[tuple[bytes, int], Any]:
+    """Row indices per (partition, bucket), as :func:`_group_rows` computes them; None means every row.
+
+    Unaware-bucket tables group by the partition columns in Arrow (a hash aggregation), which keeps
+    the per-row work out of Python; each distinct partition is encoded once, from the same internal
+    values, so its bytes are the ones :func:`_group_rows` would produce.
+    """
+    keys = layout.schema.partition_keys
+    if layout.fixed or not keys:
+        return _group_rows(data, layout)
+    grouped = (
+        data.select(list(keys))
+        .append_column("__row", _row_numbers(data.num_rows))
+        .group_by(list(keys), use_threads=False)
+        .aggregate([("__row", "list")])
+    )
+    types = list(layout.schema.partition_types)
+    columns = [_internal_values(grouped.column(k), t) for k, t in zip(keys, types, strict=True)]
+    rows = grouped.column("__row_list")
+    if grouped.num_rows == 1:
+        return {(binary_row.encode([c[0] for c in columns], types), 0): None}
+    return {
+        (binary_row.encode([c[i] for c in columns], types), 0): rows[i].values
+        for i in range(grouped.num_rows)
+    }
 
 
 def next_sequence_numbers(table: Table, keys: Iterable[tuple[bytes, int]]) -> dict[tuple[bytes, int], int]:

@@ -320,3 +320,39 @@ def test_pypaimon_reads_the_same_rows_after_a_driver_side_compaction(tmp_path: P
     result = compact_data(table, min_file_count=2)
     assert result.snapshot_id is not None and result.files_written < result.files_rewritten
     assert oracle_read(table.root) == before and len(before) == 300
+
+
+def test_rolling_writer_splits_rows_into_the_same_partitions_as_write_data_files(tmp_path: Path) -> None:
+    fields = [{"name": "d", "type": "DATE"}, {"name": "s", "type": "STRING"}, {"name": "n", "type": "INT"},
+              {"name": "v", "type": "BIGINT"}]  # fmt: skip
+    table = create_table(str(tmp_path / "t"), schema_from_fields(fields, ["d", "s", "n"]))
+    count = 3000
+    data = pa.table(
+        {
+            "d": pa.array([None if i % 11 == 0 else 19000 + i % 3 for i in range(count)], pa.int32()).cast(
+                pa.date32()
+            ),
+            "s": [None if i % 5 == 0 else ["", "a/b", "é"][i % 3] for i in range(count)],
+            "n": pa.array([None if i % 7 == 0 else i % 2 for i in range(count)], pa.int32()),
+            "v": list(range(count)),
+        }
+    )
+    writer = RollingFileWriter(table)
+    for chunk in data.to_batches(max_chunksize=700):
+        writer.write(chunk)
+    streamed = writer.close()
+    direct = write_data_files(table, data)
+
+    def rows_per_partition(entries: list[ManifestEntry]) -> dict[bytes, int]:
+        out: dict[bytes, int] = {}
+        for e in entries:
+            out[e.partition] = out.get(e.partition, 0) + e.file.row_count
+        return out
+
+    assert rows_per_partition(streamed) == rows_per_partition(direct)
+    assert len(rows_per_partition(direct)) == len(data.group_by(["d", "s", "n"]).aggregate([]))
+    Committer(table, "w").commit(streamed)
+    paths = DataFilePaths(table.schema)
+    for entry in streamed:  # every row sits in the partition its file is filed under
+        values = pq.read_table(Path(table.root) / paths.relative_path(entry), columns=["d", "s", "n"])
+        assert len(values.group_by(["d", "s", "n"]).aggregate([])) == 1
