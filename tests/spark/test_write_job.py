@@ -140,9 +140,11 @@ def test_write_job_survives_a_failed_task_and_a_killed_driver_and_reruns_idempot
     assert run_oracle_batch([["read", str(root)]]) == [at_2]
 
 
-def test_write_job_reads_a_csv_source_as_text_cast_to_the_column_types(tmp_path: Path) -> None:
+def test_write_job_reads_a_csv_source_as_text_and_overwrites_a_partition(tmp_path: Path) -> None:
     root = tmp_path / "wh" / "db.db" / "formats"
-    create_table(str(root), schema_from_fields(FIELDS, ["dt"]))
+    table = create_table(str(root), schema_from_fields(FIELDS, ["dt"]))
+    seed = source_table(0, 9)  # three rows in each of 2024-01-01, -02 and -03
+    Committer(table, "seed").commit(write_data_files(table, seed))
     csv = tmp_path / "in.csv"
     csv.write_text(
         "dt,s,v,ts,price\n"
@@ -152,12 +154,15 @@ def test_write_job_reads_a_csv_source_as_text_cast_to_the_column_types(tmp_path:
         "2024-02-02,0042,9007199254740993,,12345678.91\n"
     )
     run = run_job(
-        "write", str(root), "--source", str(csv), "--source-format", "csv", work_dir=tmp_path / "work"
-    )
+        "write", str(root), "--source", str(csv), "--source-format", "csv", "--overwrite", "dt=2024-01-02",
+        work_dir=tmp_path / "work",
+    )  # fmt: skip
     assert run.returncode == 0 and run.result is not None, run.describe()
-    assert (run.result["rowsWritten"], run.result["snapshotId"]) == (3, 1)
+    result = run.result
+    assert (result["rowsWritten"], result["snapshotId"], result["commitKind"]) == (3, 2, "OVERWRITE")
+    assert result["filesDeleted"] == 1
     [rows] = run_oracle_batch([["read", str(root)]])
-    expected = [
+    csv_rows = [
         {
             "dt": "2024-02-01",
             "s": "quoted, with comma",
@@ -168,4 +173,6 @@ def test_write_job_reads_a_csv_source_as_text_cast_to_the_column_types(tmp_path:
         {"dt": "2024-02-01", "s": None, "v": 2, "ts": "2024-02-01T11:00:00", "price": "2.25"},
         {"dt": "2024-02-02", "s": "0042", "v": 9007199254740993, "ts": None, "price": "12345678.91"},
     ]
-    assert rows == sorted(expected, key=lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
+    kept = [r for r in expected_rows(seed) if r["dt"] != "2024-01-02"]
+    assert len(kept) == 6
+    assert rows == sorted(kept + csv_rows, key=lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
