@@ -14,6 +14,8 @@ fresh output, each in its own fresh subprocess, in this order:
             ``target-file-size``, DataFileMeta with value statistics from each footer), then one commit
 * spark     ``spark-submit --master local[2] write.py``: Spark reads the source, two Python tasks
             stream their rows into the table's layout, the driver commits one snapshot
+* spark-python  the same job with ``--source-reader python``: the tasks read their share of the
+            source files with pyarrow instead of receiving Spark's rows (as for ``s3://`` sources)
 
 Spark is reported as the wall time of ``spark-submit`` (JVM and session start included) and as the
 job's own ``durationSeconds``. Throughput is the source's in-memory Arrow size (and its rows) per
@@ -41,7 +43,7 @@ if str(REPO_ROOT) not in sys.path:
 DEFAULT_WORK_DIR = BENCH_DIR / ".work"
 RESULT_PATH = BENCH_DIR / "results" / "spark_write.json"
 GENERATOR_VERSION = 1
-METHODS = ("pyarrow", "core", "spark")
+METHODS = ("pyarrow", "core", "spark", "spark-python")
 RESULT_PREFIX = "LAKEFORMAT_RESULT "
 FIELDS = [
     {"name": "dt", "type": "DATE"},
@@ -240,15 +242,15 @@ def rates(measured: dict[str, Any], facts: dict[str, Any], base_seconds: float) 
 
 
 def print_table(results: dict[str, dict[str, Any]]) -> None:
-    print(f"{'method':10} {'seconds':>8} {'MB/s':>7} {'rows/s':>10} {'files':>6} {'x base':>7}")
+    print(f"{'method':12} {'seconds':>8} {'MB/s':>7} {'rows/s':>10} {'files':>6} {'x base':>7}")
     for method, m in results.items():
         print(
-            f"{method:10} {m['seconds']:8.2f} {m['MBPerSecond']:7.1f} {m['rowsPerSecond']:10d} "
+            f"{method:12} {m['seconds']:8.2f} {m['MBPerSecond']:7.1f} {m['rowsPerSecond']:10d} "
             f"{m['files']:6d} {m['vsBaseline']:7.2f}"
         )
         if "jobSeconds" in m:
             print(
-                f"{'  (job)':10} {m['jobSeconds']:8.2f} {m['jobMBPerSecond']:7.1f} {m['jobRowsPerSecond']:10d} "
+                f"{'  (job)':12} {m['jobSeconds']:8.2f} {m['jobMBPerSecond']:7.1f} {m['jobRowsPerSecond']:10d} "
                 f"{'':6} {m['jobVsBaseline']:7.2f}"
             )
 
@@ -274,11 +276,11 @@ def main(argv: list[str] | None = None) -> int:
         for method in METHODS:
             out = Path(scratch) / method
             print(f"running {method} ...", file=sys.stderr)
-            if method == "spark":
+            if method.startswith("spark"):
                 new_table(out, args.target_file_size)
-                document = spark_submit(
-                    "write", str(out), ["--source", str(source), "--source-format", "parquet"], Path(scratch)
-                )
+                reader = "python" if method == "spark-python" else "spark"
+                job_args = ["--source", str(source), "--source-format", "parquet", "--source-reader", reader]
+                document = spark_submit("write", str(out), job_args, Path(scratch))
                 measured = {
                     "seconds": document["wallSeconds"],
                     "jobSeconds": document["durationSeconds"],

@@ -1,7 +1,8 @@
 """``spark-submit`` job ``write``: append a Parquet, CSV or JSON-lines source to an append table in one commit.
 
     spark-submit write.py --table URI --source PATH_OR_URI --source-format parquet|csv|json
-        [--commit-user U --commit-identifier N] [--overwrite k=v,...|'*'] [--result PATH]
+        [--source-reader auto|spark|python] [--commit-user U --commit-identifier N]
+        [--overwrite k=v,...|'*'] [--result PATH]
 
 Executors write data files straight into the table's layout with pyarrow (partitioned and bucketed
 as the table says, rolling at ``target-file-size``) and return their DataFileMeta records; the
@@ -11,7 +12,9 @@ driver numbers the files' sequence numbers as one writer would and commits one s
   text, JSON lines with primitives as text, Parquet as typed; each value is then cast to its
   column's type (a value that does not fit fails the job with the typed error).
 * Other sources (``s3://`` ...) are read in Python on the executors (Spark has no object-store
-  connector here): the driver lists the source files and distributes them.
+  connector here): the driver lists the source files and distributes them. ``--source-reader``
+  overrides the choice: ``python`` for local Parquet skips Spark's row conversion (faster; one
+  task per file at most), ``spark`` for a URI the cluster's Spark can read (``s3a://``).
 * With ``--commit-user`` and ``--commit-identifier`` a re-run finds the snapshot an earlier run
   landed and returns it without writing anything: re-running after any failure is safe.
 
@@ -64,10 +67,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--overwrite", metavar="PARTITION_SPEC", help="replace partitions k=v[,k=v] ('*' = all)"
     )
+    parser.add_argument(
+        "--source-reader",
+        choices=("auto", "spark", "python"),
+        default="auto",
+        help="who reads the source: Spark, or pyarrow on the executors (auto: Spark for local paths)",
+    )
 
 
 def is_local(uri: str) -> bool:
     return "://" not in uri or uri.lower().startswith("file://")
+
+
+def spark_reads(args: argparse.Namespace) -> bool:
+    return bool(args.source_reader == "spark" or (args.source_reader == "auto" and is_local(args.source)))
 
 
 # -- executors -----------------------------------------------------------------------------------
@@ -255,7 +268,7 @@ def run(context: JobContext) -> dict[str, Any]:
             }  # fmt: skip
     if args.dry_run:
         # Checks what can be checked without writing: the table, the source and its columns.
-        if is_local(args.source):
+        if spark_reads(args):
             _check_columns(table, _spark_frame(context, args.source, args.source_format))
             sources = None
         else:
@@ -265,7 +278,7 @@ def run(context: JobContext) -> dict[str, Any]:
             **document, "snapshotId": None, "alreadyCommitted": False, "filesWritten": 0, "rowsWritten": 0,
             "bytesWritten": 0, "filesDeleted": 0, "sourceFiles": sources,
         }  # fmt: skip
-    if is_local(args.source):
+    if spark_reads(args):
         rows = _spark_source(context, table, args.source, args.source_format)
     else:
         rows = _python_source(context, args.source, args.source_format)
