@@ -8,8 +8,9 @@ neither the driver's environment nor its files.
 
 The result is one JSON document, written to ``--result`` and printed on stdout as one line
 ``LAKEFORMAT_RESULT <json>``. A failure prints one line ``lakeformat-job: error: ...`` on stderr
-and exits with the CLI's codes; a failure inside a Spark task is unwrapped to the Python exception
-the task raised, so a bad input row reports as the typed error it is.
+(which spark-submit's PythonRunner merges into its stdout) and exits with the CLI's codes; a
+failure inside a Spark task is unwrapped to the Python exception the task raised, so a bad input
+row reports as the typed error it is.
 
 Nothing here imports PySpark at module level: a job that finds nothing to do (a dry run, an
 already-landed commit) never starts a JVM-side session.
