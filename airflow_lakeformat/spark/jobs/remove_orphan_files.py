@@ -11,10 +11,12 @@ The same safety rules as the driver-side operation
    directories. The listing is persisted and counted before anything else happens: the used set
    must be collected *after* the listing (paimon#3074), and a listing recomputed later is covered
    by step 4.
-2. The driver collects the used metadata of every snapshot, tag and changelog of every branch;
-   executors read the manifests for the data and extra file names. A missing manifest aborts,
-   unless every snapshot that referenced it vanished meanwhile (the driver decides, by the core's rule).
-3. The anti-join on file name runs in Spark; the orphans are persisted and counted.
+2. The driver collects the used metadata of every snapshot, tag and changelog of every branch.
+3. Executors read the manifests for the data and extra file names straight into the anti-join: the
+   candidates, the used names and the metadata names are shuffled on file name together, and each
+   partition keeps the candidates no used name matches. A missing manifest comes back as a mark;
+   the driver applies the core's rule (abort, unless every snapshot that referenced it vanished
+   meanwhile) before anything is deleted. The orphans are persisted and counted.
 4. The driver folds snapshots, tags and changelogs committed since into the used set and broadcasts
    the state; each executor re-checks every delete batch against the table again, as the driver-side
    operation does, then deletes its share with the core's :class:`FileDeleter` (dry run honoured).
@@ -79,8 +81,10 @@ _TASK_IO_THREADS = 8
 
 # (filesListed, tooRecent, withoutModificationTime, directoriesListed, candidates) of one directory
 ListingCounts = tuple[int, int, int, int, int]
-# A candidate as it travels through the shuffle: (name, (path, size, location kind))
-CandidateRow = tuple[str, tuple[str, int, str]]
+# What travels through the shuffle, keyed by file name: a candidate (its directory's index, its path
+# unless that is <directory>/<name>, its size), a used name (None), or a missing manifest (MISSING).
+Row = tuple[str, tuple[int, str | None, int] | str | None]
+MISSING = "missing"
 
 
 def _duration(text: str) -> timedelta:
@@ -174,27 +178,35 @@ def merge_reports(dry_run: bool, documents: Iterable[dict[str, Any]]) -> Deletio
 
 
 def list_directories(
-    uri: str, options: dict[str, Any], cutoff: float, directories: Iterator[CandidateDirectory]
-) -> Iterator[tuple[ListingCounts, list[CandidateRow]]]:
-    """Executor body: list each directory; one (counts, candidates) per directory."""
+    uri: str, options: dict[str, Any], cutoff: float, directories: Iterator[tuple[int, CandidateDirectory]]
+) -> Iterator[tuple[ListingCounts, list[Row]]]:
+    """Executor body: list each directory; one (counts, candidate rows) per directory."""
     io, _ = FileIO.for_uri(uri, options)
     batch = list(directories)
+
+    def listed(item: tuple[int, CandidateDirectory]) -> tuple[ListingCounts, list[Row]]:
+        index, directory = item
+        listing = list_candidates(io, directory, cutoff)
+        counts = (
+            listing.files_listed,
+            listing.too_recent,
+            listing.no_mtime,
+            listing.directories_listed,
+            len(listing.candidates),
+        )
+        # The path is sent only when it is not simply <directory>/<name>: less to shuffle.
+        rows: list[Row] = [
+            (c.name, (index, None if c.path == posixpath.join(directory.path, c.name) else c.path, c.size))
+            for c in listing.candidates
+        ]
+        return counts, rows
+
     with ThreadPoolExecutor(max_workers=max(1, min(_TASK_IO_THREADS, len(batch)))) as pool:
-        for listing in pool.map(lambda d: list_candidates(io, d, cutoff), batch):
-            counts = (
-                listing.files_listed,
-                listing.too_recent,
-                listing.no_mtime,
-                listing.directories_listed,
-                len(listing.candidates),
-            )
-            yield counts, [(c.name, (c.path, c.size, c.kind)) for c in listing.candidates]
+        yield from pool.map(listed, batch)
 
 
-def read_used_names(
-    uri: str, options: dict[str, Any], manifests: Iterator[str]
-) -> Iterator[tuple[str, bool]]:
-    """Executor body: (file name, True) for every name the manifests mention, (manifest, False) if missing."""
+def read_used_names(uri: str, options: dict[str, Any], manifests: Iterator[str]) -> Iterator[Row]:
+    """Executor body: (file name, None) for every name the manifests mention, (manifest, MISSING) if absent."""
     table = Table.open(uri, options, read_parallelism=_TASK_IO_THREADS)
 
     def names_or_none(name: str) -> tuple[str, set[str] | None]:
@@ -206,22 +218,28 @@ def read_used_names(
     names: set[str] = set()
     for manifest, found in table.parallel_imap(names_or_none, list(manifests)):
         if found is None:
-            yield manifest, False
+            yield manifest, MISSING
         else:
             names |= found
     for name in names:
-        yield name, True
+        yield name, None
 
 
-def used_name(manifest_dir: str, decided: frozenset[str], row: tuple[str, bool]) -> bool:
-    """Keep the used names. A manifest missing on a recomputation of a lost partition, after the
-    driver made its decisions, had no decision made: abort rather than lose its names."""
-    name, used = row
-    if not used and name not in decided:
-        raise MissingMetadataError(
-            posixpath.join(manifest_dir, name), "a snapshot (read again on an executor)"
-        )
-    return used
+def anti_join(rows: Iterator[Row]) -> Iterator[Row]:
+    """Executor body after the shuffle on file name: the candidates no used name matches, and the
+    missing-manifest marks (first), for the driver to decide on."""
+    used: set[str] = set()
+    candidates: list[Row] = []
+    for name, value in rows:
+        if value is None:
+            used.add(name)
+        elif value == MISSING:
+            yield name, value
+        else:
+            candidates.append((name, value))
+    for name, value in candidates:
+        if name not in used:
+            yield name, value
 
 
 def _recheck_plan(uri: str, used: UsedMetadata, manifests_read: set[str]) -> OrphanCleanupPlan:
@@ -239,24 +257,40 @@ def _recheck_plan(uri: str, used: UsedMetadata, manifests_read: set[str]) -> Orp
     )
 
 
+def orphan_candidates(
+    directories: list[CandidateDirectory], manifest_dir: str, decided: frozenset[str], rows: Iterable[Row]
+) -> Iterator[Candidate]:
+    """The anti-join's rows as candidates again. A missing-manifest mark the driver did not decide on
+    (a partition recomputed after a lost executor, the manifest gone since) aborts: its names are unknown."""
+    for name, value in rows:
+        if value is None or isinstance(value, str):
+            if name not in decided:
+                raise MissingMetadataError(posixpath.join(manifest_dir, name), "a snapshot (read again)")
+            continue
+        index, path, size = value
+        directory = directories[index]
+        yield Candidate(name, path or posixpath.join(directory.path, name), size, directory.kind)
+
+
 def delete_orphans(
     uri: str,
     options: dict[str, Any],
     dry_run: bool,
     fail_after: int,
     recheck: Any,
-    rows: Iterator[CandidateRow],
+    rows: Iterator[Row],
 ) -> Iterator[dict[str, Any]]:
     """Executor body: delete this task's orphans in batches, re-checking each batch; yields the report."""
     table = Table.open(uri, options)
-    used, manifests_read = copy.deepcopy(recheck.value)  # a worker may run several tasks: never share
+    directories, decided, used, manifests_read = copy.deepcopy(recheck.value)  # never shared between tasks
     plan = _recheck_plan(uri, used, manifests_read)
 
-    def still_orphaned(batch: list[Any]) -> list[Any]:
+    def still_orphaned(batch: list[DeleteRequest]) -> list[DeleteRequest]:
         current = refresh_used(table, plan)
         return [r for r in batch if posixpath.basename(r.path) not in current]
 
-    requests = classify((Candidate(name, path, size, kind) for name, (path, size, kind) in rows), set())
+    manifest_dir = table.io.uri(table.manifest_dir)
+    requests = classify(orphan_candidates(directories, manifest_dir, decided, rows), set())
     deleter, fault = task_deleter(table.io, dry_run, fail_after)
     # The re-check first: a batch the table still uses is never sent, and never counts as deleted.
     guard = chain_guards(still_orphaned, fault)
@@ -285,7 +319,7 @@ def run(context: JobContext) -> dict[str, Any]:
     # 1. List first, and finish listing before the used set is read.
     directories, tree_dirs = candidate_directories(table)
     listed = (
-        sc.parallelize(directories, context.parallelism(len(directories), per_core=4))
+        sc.parallelize(list(enumerate(directories)), context.parallelism(len(directories), per_core=4))
         .mapPartitions(partial(list_directories, uri, options, cutoff))
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
@@ -294,29 +328,28 @@ def run(context: JobContext) -> dict[str, Any]:
     )
     empty = _old_empty_directories(table, tree_dirs, cutoff)
 
-    # 2. The used set: metadata on the driver, data file names on executors.
+    # 2. The used set: metadata on the driver, data file names read by executors, straight into
+    # 3. the anti-join: one shuffle on file name, then a set difference per partition.
     used = collect_used_metadata(table)
     manifests = sorted(used.manifests)
-    names = (
-        sc.parallelize(manifests, context.parallelism(len(manifests), per_core=4))
-        .mapPartitions(partial(read_used_names, uri, options))
+    used_rows = sc.parallelize(manifests, context.parallelism(len(manifests), per_core=4)).mapPartitions(
+        partial(read_used_names, uri, options)
+    )
+    metadata_rows = sc.parallelize([(name, None) for name in used.names], 1)
+    orphans = (
+        listed.flatMap(lambda d: d[1])
+        .union(used_rows)
+        .union(metadata_rows)
+        .partitionBy(context.parallelism(max(1, candidates), per_core=2))
+        .mapPartitions(anti_join)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
-    missing = sorted(names.filter(lambda kv: not kv[1]).keys().collect())
+    rows = orphans.count()
+    missing = sorted(orphans.filter(lambda row: row[1] == MISSING).keys().collect())
+    orphan_count = rows - len(missing)
     if missing:
         # The core's rule, on the core's code: skipped if every owner vanished, else MissingMetadataError.
         _read_manifest_names(table, used, missing, NO_PROGRESS)
-
-    # 3. The anti-join on file name.
-    keep = partial(used_name, table.io.uri(table.manifest_dir), frozenset(missing))
-    used_names = names.filter(keep).union(sc.parallelize([(n, True) for n in used.names]))
-    shuffle_partitions = context.parallelism(max(1, candidates), per_core=2)
-    orphans = (
-        listed.flatMap(lambda d: d[1])
-        .subtractByKey(used_names, shuffle_partitions)
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    orphan_count = orphans.count()
 
     # 4. Fold in what was committed since, and let every executor re-check each batch again.
     plan = OrphanCleanupPlan(
@@ -346,7 +379,7 @@ def run(context: JobContext) -> dict[str, Any]:
         tags=used.tags,
         changelogs=used.changelogs,
     )
-    recheck = sc.broadcast((state, plan.manifests_read))
+    recheck = sc.broadcast((directories, frozenset(missing), state, plan.manifests_read))
     reports = (
         orphans.mapPartitions(
             partial(delete_orphans, uri, options, args.dry_run, fail_after_deletes(), recheck)
