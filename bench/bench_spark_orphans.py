@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -152,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     )
 
     started = time.perf_counter()
+    load_before = os.getloadavg()
     _, cached, facts = ensure_table(args)
     table_dir = linked_copy(cached, facts, Path(args.work_dir).resolve())
     pristine = (facts["files_in_tree"], facts["tree_digest"])
@@ -196,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "orphan cleanup of a table directory: driver-side remove_orphan_files vs the Spark job",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_facts(),
+        # Other work on the machine skews both modes; the 1-minute load average says how much.
+        "loadAverage": {"before": round(load_before[0], 2), "after": round(os.getloadavg()[0], 2)},
         "spark": {"master": "local[2]", "submit": "tests/support/spark.py run_job"},
         "params": {"files": args.files, "snapshots": args.snapshots, "olderThan": "1 d (default)"},
         "table": {"cached": str(cached), "copy": str(table_dir), **facts},
