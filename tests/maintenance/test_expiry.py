@@ -418,3 +418,14 @@ def test_commit_kinds_do_not_matter_only_entries_do(tmp_path: Path) -> None:
     assert result.plan.expired_ids == [1, 2]
     assert result.report.files["data-file"] == 3
     assert assert_intact(table) == 1
+
+
+def test_a_plan_without_its_data_phase_is_refused(tmp_path: Path) -> None:
+    build_history(tmp_path / "t", snapshots=6)
+    table = Table.open(str(tmp_path / "t"))
+    plan = plan_snapshot_expiry(table, retain_min=1, older_than=timedelta(0), clock=clock, data_files=False)
+    assert plan.expired_ids and plan.data_files == []
+    before = tree(table)
+    with pytest.raises(ValueError, match="data_phase_done"):
+        execute_snapshot_expiry(table, plan, dry_run=False)
+    assert tree(table) == before

@@ -577,13 +577,22 @@ def execute_snapshot_expiry(
     dry_run: bool = True,
     deleter: FileDeleter | None = None,
     progress: Progress = NO_PROGRESS,
+    data_phase_done: bool = False,
 ) -> SnapshotExpiryResult:
     """Carry out a plan in Paimon's order, after checking it still matches the table.
+
+    A plan made with ``data_files=False`` is refused unless the caller says it has already deleted
+    the data files itself (``data_phase_done=True``): otherwise step 1 would be skipped silently.
 
     A phase with failed deletes stops the run before the next phase (raising DeletionFailedError
     with the report), so snapshot files are never removed while files they led to remain.
     """
     started = time.monotonic()
+    if plan.data_phase_external and plan.expired_ids and not data_phase_done:
+        raise ValueError(
+            "this expiry plan was made with data_files=False: delete its data files first and pass "
+            "data_phase_done=True"
+        )
     _check_plan_current(table, plan)
     deleter = deleter or FileDeleter(table.io, dry_run=dry_run, progress=progress)
     if deleter.dry_run != dry_run:

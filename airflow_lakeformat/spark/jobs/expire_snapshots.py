@@ -177,7 +177,9 @@ def run(context: JobContext) -> dict[str, Any]:
         )
 
     # Changelog files, metadata, snapshot files and EARLIEST, in Paimon's order, on the driver.
-    rest = execute_snapshot_expiry(table, dataclasses.replace(plan, data_files=[]), dry_run=args.dry_run)
+    rest = execute_snapshot_expiry(
+        table, dataclasses.replace(plan, data_files=[]), dry_run=args.dry_run, data_phase_done=True
+    )
     report.merge(rest.report)
     return SnapshotExpiryResult(plan, report, rest.earliest_after, 0.0).to_json()
 
