@@ -188,9 +188,10 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
     timing: dict[str, float] = {}
 
     def run_plan() -> Any:
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         plan = plan_snapshot_expiry(table, retain_min=RETAIN_MIN, older_than=OLDER_THAN, max_deletes=expire)
         timing["plan"] = time.perf_counter() - t0
+        timing["plan_cpu"] = time.process_time() - c0
         return plan
 
     plan, memory = memory_around(run_plan)
@@ -205,6 +206,7 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
         "begin": plan.begin,
         "end": plan.end,
         "plan_seconds": plan_seconds,
+        "plan_cpu_seconds": timing["plan_cpu"],
         "plan_memory": memory,
         "manifests_read": plan.manifests_read,
         "manifest_lists_read": plan.manifest_lists_read,
@@ -218,14 +220,16 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
     if tag:
         shutil.rmtree(copy)
         return out
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     result = execute_snapshot_expiry(table, plan, dry_run=False)
     execute_seconds = time.perf_counter() - t0
+    execute_cpu = time.process_time() - c0
     counter.close()
     report = result.to_json()
     deleted = sum(report["files"].values())
     out.update(
         execute_seconds=execute_seconds,
+        execute_cpu_seconds=execute_cpu,
         deleted=deleted,
         deleted_by_kind=report["files"],
         deletes_per_second=deleted / execute_seconds,

@@ -512,18 +512,27 @@ def worker_walk(table_dir: str, repeat: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for label, fn in (("stat", with_stat), ("names", names_only)):
         fn()  # warm-up (dentry and inode caches)
-        times, files = [], 0
+        times, cpu, files = [], [], 0
         for _ in range(repeat):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             files = fn()
             times.append(time.perf_counter() - t0)
-        out[label] = {"times": times, "median": statistics.median(times), "files": files}
+            cpu.append(time.process_time() - c0)
+        out[label] = {
+            "times": times,
+            "median": statistics.median(times),
+            "cpu_times": cpu,
+            "cpu_median": statistics.median(cpu),
+            "files": files,
+        }
     return out
 
 
 def raw_used_set(table_dir: str) -> dict[str, Any]:
     """The used-set floor: snapshot JSONs, manifest lists and every distinct manifest via fastavro."""
     import fastavro
+
+    cpu0 = time.process_time()
 
     def records(path: str) -> list[dict[str, Any]]:
         with open(path, "rb") as handle:
@@ -552,6 +561,7 @@ def raw_used_set(table_dir: str) -> dict[str, Any]:
     t2 = time.perf_counter()
     return {
         "seconds": t2 - t0,
+        "cpu_seconds": time.process_time() - cpu0,
         "lists_seconds": t1 - t0,
         "manifests_seconds": t2 - t1,
         "manifest_lists": len(lists),
@@ -580,21 +590,27 @@ class PhaseClock:
     def __init__(self) -> None:
         self.events: list[tuple[str, float, int | None]] = []
         self.rss: dict[str, int] = {}  # RSS when each task finished / each phase was reached
+        self.cpu: dict[float, float] = {}  # wall time of an event -> process CPU time (all threads)
         self.advanced = 0
 
+    def _now(self) -> float:
+        wall = time.perf_counter()
+        self.cpu[wall] = time.process_time()
+        return wall
+
     def start(self, task: str, total: int | None) -> None:
-        self.events.append((f"start:{task}", time.perf_counter(), total))
+        self.events.append((f"start:{task}", self._now(), total))
         self._task = task
 
     def advance(self, count: int = 1) -> None:
         self.advanced += count
 
     def finish(self) -> None:
-        self.events.append(("finish", time.perf_counter(), None))
+        self.events.append(("finish", self._now(), None))
         self.rss[f"after {self._task}"] = _current_rss()
 
     def phase(self, name: str) -> None:
-        self.events.append((f"phase:{name}", time.perf_counter(), None))
+        self.events.append((f"phase:{name}", self._now(), None))
         self.rss[f"phase {name}"] = _current_rss()
 
     def at(self, label: str, after: float = 0.0) -> float:
@@ -605,22 +621,26 @@ class PhaseClock:
         return next(t for name, t, _ in self.events if name == "finish" and t >= started)
 
 
-def _split_phases(clock: PhaseClock, began: float, ended: float) -> dict[str, float]:
+def _split_phases(clock: PhaseClock, began: float, ended: float) -> tuple[dict[str, float], dict[str, float]]:
+    """Wall seconds and CPU seconds (process-wide) of each phase of the plan."""
     listing = "start:listing candidate directories"
     reading = "start:reading manifests for the used set"
     listing_start, listing_end = clock.at(listing), clock.finish_after(listing)
     listed = clock.at("phase:listed")
     reading_start, reading_end = clock.at(reading), clock.finish_after(reading)
     collected = clock.at("phase:collected")
-    return {
-        "candidate_directories": listing_start - began,
-        "listing": listing_end - listing_start,
-        "empty_directory_scan": listed - listing_end,
-        "used_metadata": reading_start - listed,
-        "manifest_reading": reading_end - reading_start,
-        "classification": ended - collected,
-        "total": ended - began,
+    bounds = {
+        "candidate_directories": (began, listing_start),
+        "listing": (listing_start, listing_end),
+        "empty_directory_scan": (listing_end, listed),
+        "used_metadata": (listed, reading_start),
+        "manifest_reading": (reading_start, reading_end),
+        "classification": (collected, ended),
+        "total": (began, ended),
     }
+    wall = {name: b - a for name, (a, b) in bounds.items()}
+    cpu = {name: clock.cpu[b] - clock.cpu[a] for name, (a, b) in bounds.items()}
+    return wall, cpu
 
 
 def _expected(planting: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
@@ -631,8 +651,8 @@ def _expected(planting: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
 def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]:
     """Plan (and, in mode "execute", dry-run and then really execute) in this fresh process.
 
-    Modes: "execute" (plan, checks, dry run, real run), "gc-off" (plan only, cyclic GC paused),
-    "tracemalloc" (plan only, under tracemalloc).
+    Modes: "execute" (plan, checks, dry run, real run); plan only: "gc-off" (cyclic GC paused),
+    "p1" (read_parallelism 1), "p1-gc-off" (both), "tracemalloc" (under tracemalloc).
     """
     from airflow_lakeformat.core.live_files import gc_paused
     from airflow_lakeformat.core.maintenance.orphans import execute_orphan_cleanup, plan_orphan_cleanup
@@ -640,20 +660,21 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
 
     planting = json.loads(Path(planting_file).read_text())
     expected_paths, expected_kinds = _expected(planting)
-    table = Table.open(table_dir)
+    # "p1": one listing/reading thread instead of the default read_parallelism (16).
+    table = Table.open(table_dir, read_parallelism=1) if mode.startswith("p1") else Table.open(table_dir)
     clock = PhaseClock()
     marks: dict[str, float] = {}
 
     def run_plan() -> Any:
         if mode == "tracemalloc":
             tracemalloc.start()
-        marks["began"] = time.perf_counter()
-        if mode == "gc-off":
+        marks["began"] = clock._now()
+        if mode.endswith("gc-off"):
             with gc_paused():
                 plan = plan_orphan_cleanup(table, progress=clock, on_phase=clock.phase)
         else:
             plan = plan_orphan_cleanup(table, progress=clock, on_phase=clock.phase)
-        marks["ended"] = time.perf_counter()
+        marks["ended"] = clock._now()
         return plan
 
     plan, memory = memory_around(run_plan)
@@ -664,7 +685,7 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
         tracemalloc.stop()
         memory["tracemalloc"] = {"peak_bytes": peak, "retained_bytes": current}
     began, ended = marks["began"], marks["ended"]
-    phases = _split_phases(clock, began, ended)
+    phases, cpu_phases = _split_phases(clock, began, ended)
     summary = plan.to_json()
     orphan_paths = {r.path for r in plan.orphans}
     checks = {
@@ -678,6 +699,7 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     out: dict[str, Any] = {
         "mode": mode,
         "phases": phases,
+        "cpu_phases": cpu_phases,
         "plan": summary,
         "checks": checks,
         "memory": memory,
@@ -743,7 +765,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=DEFAULT_FILES, help="files in the table directory")
     parser.add_argument("--snapshots", type=int, default=DEFAULT_SNAPSHOTS, help="snapshots of the history")
     parser.add_argument("--repeat", type=int, default=3, help="timed raw walks (median reported)")
-    parser.add_argument("--no-gc-off", action="store_true", help="skip the plan with the cyclic GC paused")
+    parser.add_argument(
+        "--no-variants",
+        action="store_true",
+        help="skip the plan variants (GC paused, one thread, both)",
+    )
     parser.add_argument(
         "--tracemalloc", action="store_true", help="also run the plan under tracemalloc (slow)"
     )
@@ -807,9 +833,10 @@ def main(argv: list[str] | None = None) -> int:
     print("raw used set ...", file=sys.stderr)
     raw_used = run_json([*me, "--worker", "raw-used", str(table_dir)])
     extra: dict[str, Any] = {}
-    if not args.no_gc_off:
-        print("plan with the GC paused ...", file=sys.stderr)
-        extra["gc-off"] = run_json([*me, "--worker", "gc-off", str(table_dir), str(state)])
+    if not args.no_variants:
+        for variant, what in (("gc-off", "the GC paused"), ("p1", "one thread"), ("p1-gc-off", "both")):
+            print(f"plan with {what} ...", file=sys.stderr)
+            extra[variant] = run_json([*me, "--worker", variant, str(table_dir), str(state)])
     if args.tracemalloc:
         print("plan under tracemalloc ...", file=sys.stderr)
         extra["tracemalloc"] = run_json([*me, "--worker", "tracemalloc", str(table_dir), str(state)])
@@ -859,6 +886,21 @@ def main(argv: list[str] | None = None) -> int:
             "raw_walk_stat_files_per_second": walk["stat"]["files"] / raw_stat,
             "raw_walk_names_files_per_second": walk["names"]["files"] / walk["names"]["median"],
             "listing/raw_walk_stat": phases["listing"] / raw_stat,
+            "cpu": {
+                "plan_seconds": run["cpu_phases"]["total"],
+                "listing_seconds": run["cpu_phases"]["listing"],
+                "raw_walk_stat_seconds": walk["stat"]["cpu_median"],
+                "listing/raw_walk_stat": run["cpu_phases"]["listing"] / walk["stat"]["cpu_median"],
+                "used_set_seconds": run["cpu_phases"]["used_metadata"]
+                + run["cpu_phases"]["manifest_reading"],
+                "raw_used_seconds": raw_used["cpu_seconds"],
+                "used_set/raw_used": (
+                    run["cpu_phases"]["used_metadata"] + run["cpu_phases"]["manifest_reading"]
+                )
+                / raw_used["cpu_seconds"],
+                "plan_gc_off_seconds": extra["gc-off"]["cpu_phases"]["total"] if "gc-off" in extra else None,
+                "raw_used_gc_off_seconds": raw_used["gc_off"]["cpu_seconds"],
+            },
             "used_set_seconds": phases["used_metadata"] + phases["manifest_reading"],
             "used_set/raw_used": (phases["used_metadata"] + phases["manifest_reading"]) / raw_used["seconds"],
             "manifest_entries_per_second": raw_used["entries"] / phases["manifest_reading"],
@@ -883,6 +925,18 @@ def main(argv: list[str] | None = None) -> int:
             "plan_gc_off/plan": (extra["gc-off"]["phases"]["total"] / phases["total"])
             if "gc-off" in extra
             else None,
+            "variants": {
+                label: {
+                    "plan_seconds": doc["phases"]["total"],
+                    "plan/plan_default": doc["phases"]["total"] / phases["total"],
+                    "listing_seconds": doc["phases"]["listing"],
+                    "manifest_reading_seconds": doc["phases"]["manifest_reading"],
+                    "cpu_seconds": doc["cpu_phases"]["total"],
+                    "files_classified_per_second": listed / doc["phases"]["total"],
+                }
+                for label, doc in extra.items()
+                if label != "tracemalloc"
+            },
             "tracemalloc_peak_mib": (
                 extra["tracemalloc"]["memory"]["tracemalloc"]["peak_bytes"] / MiB
                 if "tracemalloc" in extra
@@ -910,9 +964,9 @@ def print_summary(result: dict[str, Any]) -> None:
         f"{table['snapshots']} snapshots, {table['distinct_manifests']} manifests with "
         f"{table['manifest_entries']:,} entries ({table['manifest_bytes'] / MiB:.1f} MiB)"
     )
-    print(f"{'phase':<24} {'seconds':>8}")
+    print(f"{'phase':<24} {'seconds':>8} {'cpu s':>8}")
     for name, seconds in run["phases"].items():
-        print(f"{name:<24} {_fmt_s(seconds)}")
+        print(f"{name:<24} {_fmt_s(seconds)} {_fmt_s(run['cpu_phases'][name])}")
     print()
     print(
         f"files classified/s {f['files_classified_per_second']:,.0f}; listing {f['listing_files_per_second']:,.0f} "
@@ -923,11 +977,20 @@ def print_summary(result: dict[str, Any]) -> None:
         f"used set {f['used_set_seconds']:.2f} s vs raw fastavro {result['raw_used']['seconds']:.2f} s "
         f"(/raw = {f['used_set/raw_used']:.2f}); {f['manifest_entries_per_second']:,.0f} entries/s"
     )
+    cpu = f["cpu"]
+    print(
+        f"CPU seconds: plan {cpu['plan_seconds']:.2f}, listing/raw walk {cpu['listing/raw_walk_stat']:.2f}, "
+        f"used set/raw {cpu['used_set/raw_used']:.2f}"
+    )
+    for label, v in f["variants"].items():
+        print(
+            f"plan {label}: {v['plan_seconds']:.2f} s ({v['plan/plan_default']:.2f} of the default plan; "
+            f"listing {v['listing_seconds']:.2f} s, manifests {v['manifest_reading_seconds']:.2f} s)"
+        )
     if f["plan_gc_off_seconds"]:
         print(
-            f"plan with GC paused: {f['plan_gc_off_seconds']:.2f} s ({f['plan_gc_off/plan']:.2f} of the plan); "
-            f"its used set / raw fastavro with GC paused ({f['raw_used_gc_off_seconds']:.2f} s) = "
-            f"{f['used_set_gc_off/raw_used_gc_off']:.2f}"
+            f"used set with the GC paused / raw fastavro with the GC paused ({f['raw_used_gc_off_seconds']:.2f} s)"
+            f" = {f['used_set_gc_off/raw_used_gc_off']:.2f}"
         )
     print(
         f"RSS high-water of the plan: +{f['plan_high_water_delta_mib']:.0f} MiB "
