@@ -33,20 +33,24 @@ from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.arrow_types import fields_from_arrow, fields_from_arrow_json
 from airflow_lakeformat.core.commit import Committer
 from airflow_lakeformat.core.create import create_table, schema_from_fields
+
+# The exit codes are part of this module's contract (scripts and tests use cli.EXIT_*): re-exported.
+from airflow_lakeformat.core.errors import EXIT_COMMIT_REFUSED as EXIT_COMMIT_REFUSED
+from airflow_lakeformat.core.errors import EXIT_COMMIT_UNKNOWN as EXIT_COMMIT_UNKNOWN
+from airflow_lakeformat.core.errors import EXIT_CORRUPT as EXIT_CORRUPT
+from airflow_lakeformat.core.errors import EXIT_DELETE_FAILED as EXIT_DELETE_FAILED
+from airflow_lakeformat.core.errors import EXIT_ERROR as EXIT_ERROR
+from airflow_lakeformat.core.errors import EXIT_MAINTENANCE_REFUSED as EXIT_MAINTENANCE_REFUSED
+from airflow_lakeformat.core.errors import EXIT_NO_TABLE as EXIT_NO_TABLE
+from airflow_lakeformat.core.errors import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from airflow_lakeformat.core.errors import EXIT_UNSUPPORTED as EXIT_UNSUPPORTED
+from airflow_lakeformat.core.errors import EXIT_USAGE as EXIT_USAGE
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
-    CommitStateUnknownError,
-    CorruptMetadataError,
-    DeletionFailedError,
     LakeformatError,
-    MaintenanceRefusedError,
-    PlanOutdatedError,
     RegisterError,
-    SnapshotNotFoundError,
-    TableNotFoundError,
-    TagNotFoundError,
-    UnsupportedFormatError,
+    exit_code_for,
 )
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.live_files import live_files
@@ -61,10 +65,6 @@ from airflow_lakeformat.core.register import read_source, register_files, write_
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
 from airflow_lakeformat.core.table import Table
-
-EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = 1, 2, 3, 4, 5, 6
-EXIT_COMMIT_REFUSED, EXIT_COMMIT_UNKNOWN = 7, 8
-EXIT_MAINTENANCE_REFUSED, EXIT_DELETE_FAILED = 9, 10
 
 
 def load_fields(path: str) -> list[dict[str, Any]]:
@@ -482,26 +482,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _exit_code(exc: BaseException) -> int:
-    if isinstance(exc, TableNotFoundError):
-        return EXIT_NO_TABLE
-    if isinstance(exc, UnsupportedFormatError):
-        return EXIT_UNSUPPORTED
-    if isinstance(exc, CorruptMetadataError):
-        return EXIT_CORRUPT
-    if isinstance(exc, (SnapshotNotFoundError, TagNotFoundError)):
-        return EXIT_NOT_FOUND
-    if isinstance(exc, (CommitConflictError, CommitRetriesExhaustedError)):
-        return EXIT_COMMIT_REFUSED
-    if isinstance(exc, CommitStateUnknownError):
-        return EXIT_COMMIT_UNKNOWN
-    if isinstance(exc, (MaintenanceRefusedError, PlanOutdatedError)):
-        return EXIT_MAINTENANCE_REFUSED
-    if isinstance(exc, DeletionFailedError):
-        return EXIT_DELETE_FAILED
-    return EXIT_ERROR
-
-
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -515,7 +495,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if not isinstance(exc, LakeformatError):
             message = f"{type(exc).__name__}: {message}"
         print(f"lakeformat: error: {message}", file=sys.stderr)
-        return _exit_code(exc)
+        return exit_code_for(type(exc))
     return 0
 
 

@@ -176,3 +176,41 @@ class LockHeldError(LakeformatError):
             until = f" (lease expired at {stamp})" if expired else f" until {stamp} unless released earlier"
         what = "lost its maintenance lease" if expired else "maintenance lock is held"
         super().__init__(f"{location}: {what} by {owner!r}{until}; lease file {lease_path}")
+
+
+# Process exit codes, shared by the `lakeformat` CLI and the Spark jobs so scripts and the Airflow
+# operators can tell failures apart the same way whichever runs the operation.
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = (
+    0,
+    1,
+    2,
+    3,
+    4,
+    5,
+    6,
+)
+EXIT_COMMIT_REFUSED, EXIT_COMMIT_UNKNOWN, EXIT_MAINTENANCE_REFUSED, EXIT_DELETE_FAILED = 7, 8, 9, 10
+
+# Checked in order, so a subclass listed before its base wins (UnsupportedFormatError is no
+# CorruptMetadataError, but MissingMetadataError is one).
+EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (TableNotFoundError, EXIT_NO_TABLE),
+    (UnsupportedFormatError, EXIT_UNSUPPORTED),
+    (CorruptMetadataError, EXIT_CORRUPT),
+    (SnapshotNotFoundError, EXIT_NOT_FOUND),
+    (TagNotFoundError, EXIT_NOT_FOUND),
+    (CommitConflictError, EXIT_COMMIT_REFUSED),
+    (CommitRetriesExhaustedError, EXIT_COMMIT_REFUSED),
+    (CommitStateUnknownError, EXIT_COMMIT_UNKNOWN),
+    (MaintenanceRefusedError, EXIT_MAINTENANCE_REFUSED),
+    (PlanOutdatedError, EXIT_MAINTENANCE_REFUSED),
+    (DeletionFailedError, EXIT_DELETE_FAILED),
+)
+
+
+def exit_code_for(kind: type[BaseException]) -> int:
+    """The exit code for an error class (1 for anything not listed)."""
+    for cls, code in EXIT_CODES:
+        if issubclass(kind, cls):
+            return code
+    return EXIT_ERROR

@@ -35,6 +35,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_lakeformat.core.errors import (
+    EXIT_COMMIT_UNKNOWN,
+    EXIT_CORRUPT,
+    EXIT_MAINTENANCE_REFUSED,
+    EXIT_NO_TABLE,
+    EXIT_NOT_FOUND,
+    EXIT_UNSUPPORTED,
+)
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatConnectionError, LakeformatHook
 
 if TYPE_CHECKING:
@@ -53,9 +61,10 @@ AUTO_SPARK_MIN_MANIFESTS = 5_000
 DEFAULT_LOCK_LEASE = timedelta(hours=2)
 DEFAULT_LOCK_POLL_INTERVAL = 30.0
 
-# Spark job exit codes (airflow_lakeformat/spark/runtime.py mirrors the CLI's): which ones a retry cannot cure.
-JOB_EXIT_COMMIT_UNKNOWN = 8
-_JOB_EXIT_PERMANENT = {3: "no table", 4: "corrupt metadata", 5: "unsupported", 6: "not found", 9: "refused"}
+# Spark job exit codes (core/errors.py, the same as the CLI's) that a retry cannot cure.
+_JOB_EXIT_PERMANENT = frozenset(
+    {EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND, EXIT_MAINTENANCE_REFUSED}
+)
 _JOB_RESULT_PREFIX = "LAKEFORMAT_RESULT "
 _JOB_ERROR_PREFIX = "lakeformat-job: error: "
 
@@ -408,7 +417,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         code = getattr(process, "returncode", None)
         message = hook.error_line or f"spark-submit exited with code {code}"
         what = f"Spark job {self.spark_job} on {table_uri} failed: {message}"
-        if code == JOB_EXIT_COMMIT_UNKNOWN:
+        if code == EXIT_COMMIT_UNKNOWN:
             return AirflowFailException(commit_state_unknown_message(what, table_uri))
         if code in _JOB_EXIT_PERMANENT:
             return AirflowFailException(what)

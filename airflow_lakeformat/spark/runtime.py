@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from airflow_lakeformat.core import errors
+from airflow_lakeformat.core.errors import EXIT_ERROR, EXIT_OK, exit_code_for
 from airflow_lakeformat.core.io import S3_ENDPOINT_VARIABLES
 from airflow_lakeformat.core.table import Table
 
@@ -42,23 +43,6 @@ STORAGE_OPTIONS_FILE_ENV = "LAKEFORMAT_STORAGE_OPTIONS_FILE"
 FAIL_AFTER_FILES_ENV = "LAKEFORMAT_TEST_FAIL_AFTER_FILES"
 KILL_BEFORE_COMMIT_ENV = "LAKEFORMAT_TEST_KILL_BEFORE_COMMIT"
 
-EXIT_OK, EXIT_ERROR, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = 0, 1, 3, 4, 5, 6
-EXIT_COMMIT_REFUSED, EXIT_COMMIT_UNKNOWN, EXIT_MAINTENANCE_REFUSED, EXIT_DELETE_FAILED = 7, 8, 9, 10
-
-# The CLI's codes (airflow_lakeformat/cli.py), checked in this order: subclasses first.
-_EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
-    (errors.TableNotFoundError, EXIT_NO_TABLE),
-    (errors.UnsupportedFormatError, EXIT_UNSUPPORTED),
-    (errors.CorruptMetadataError, EXIT_CORRUPT),
-    (errors.SnapshotNotFoundError, EXIT_NOT_FOUND),
-    (errors.TagNotFoundError, EXIT_NOT_FOUND),
-    (errors.CommitConflictError, EXIT_COMMIT_REFUSED),
-    (errors.CommitRetriesExhaustedError, EXIT_COMMIT_REFUSED),
-    (errors.CommitStateUnknownError, EXIT_COMMIT_UNKNOWN),
-    (errors.MaintenanceRefusedError, EXIT_MAINTENANCE_REFUSED),
-    (errors.PlanOutdatedError, EXIT_MAINTENANCE_REFUSED),
-    (errors.DeletionFailedError, EXIT_DELETE_FAILED),
-)
 _MAX_MESSAGE = 2000
 
 
@@ -157,13 +141,6 @@ def parse_partition_spec(text: str) -> dict[str, str] | None:
 
 
 # -- errors --------------------------------------------------------------------------------------
-
-
-def exit_code_for(kind: type[BaseException]) -> int:
-    for cls, code in _EXIT_CODES:
-        if issubclass(kind, cls):
-            return code
-    return EXIT_ERROR
 
 
 _TRACEBACK = "Traceback (most recent call last):"
