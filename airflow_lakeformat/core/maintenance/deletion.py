@@ -96,6 +96,16 @@ class DeletionReport:
         }
 
 
+def tally(requests: Iterable[DeleteRequest]) -> tuple[dict[str, int], dict[str, int]]:
+    """Files and bytes by kind, sorted by kind: what a plan reports before anything is deleted."""
+    files: Counter[str] = Counter()
+    sizes: Counter[str] = Counter()
+    for request in requests:
+        files[request.kind] += 1
+        sizes[request.kind] += request.size or 0
+    return dict(sorted(files.items())), dict(sorted(sizes.items()))
+
+
 class FileDeleter:
     """Deletes files of one filesystem: batched, bounded concurrency, retries with back-off, dry run."""
 

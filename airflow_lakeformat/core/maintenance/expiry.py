@@ -31,7 +31,7 @@ from typing import Any
 
 from airflow_lakeformat.core import paths
 from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError, PlanOutdatedError
-from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.references import (
     SnapshotReferences,
     index_file_path,
@@ -146,12 +146,7 @@ class SnapshotExpiryPlan:
         return [*self.data_files, *self.changelog_files, *self.metadata_files, *self.snapshot_files]
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
-        files: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        for request in self.requests():
-            files[request.kind] = files.get(request.kind, 0) + 1
-            sizes[request.kind] = sizes.get(request.kind, 0) + (request.size or 0)
-        return dict(sorted(files.items())), dict(sorted(sizes.items()))
+        return tally(self.requests())
 
     def to_json(self, include_files: bool = False) -> dict[str, Any]:
         files, sizes = self.counts()
@@ -351,15 +346,9 @@ def delta_marks(table: Table, snapshot_id: int, *, retained: bool) -> DeltaMarks
         found.warnings.append(f"delta manifest list of snapshot {snapshot_id} is already gone")
         return found
     position = 0
-    for meta in delta:
-        try:
-            entries = table.manifest(meta.file_name, owner)
-            found.manifests_read += 1
-        except FileNotFoundError:
-            if retained:
-                raise
-            found.warnings.append(f"manifest {meta.file_name} of {owner} is already gone")
-            continue
+    manifests = _manifests_or_gone(table, delta, owner, missing_ok=not retained, warnings=found.warnings)
+    found.manifests_read += len(manifests)
+    for entries in manifests:
         for entry in entries:
             found.marks.append(
                 (_file_key(entry), (snapshot_id, position), entry.kind == FileKind.DELETE, entry)
@@ -406,19 +395,19 @@ def data_file_requests(
     return requests
 
 
-def _read_manifests_tolerant(
-    table: Table, metas: list[ManifestFileMeta], owner: str, missing_ok: bool, plan: SnapshotExpiryPlan
+def _manifests_or_gone(
+    table: Table, metas: list[ManifestFileMeta], owner: str, *, missing_ok: bool, warnings: list[str]
 ) -> list[list[ManifestEntry]]:
-    if not missing_ok:
-        plan.manifests_read += len(metas)
-        return table.read_manifests(metas, owner)
+    """Read manifests; with ``missing_ok`` (an expired snapshot's, which a crashed earlier run may
+    already have removed) a missing one is skipped with a warning instead of raising."""
     result = []
     for meta in metas:
         try:
             result.append(table.manifest(meta.file_name, owner))
-            plan.manifests_read += 1
         except FileNotFoundError:
-            plan.warnings.append(
+            if not missing_ok:
+                raise
+            warnings.append(
                 f"manifest {meta.file_name} of {owner} is already gone (an earlier run removed it)"
             )
     return result
@@ -500,7 +489,9 @@ def plan_snapshot_expiry(
             plan.manifest_lists_read += 1
         except FileNotFoundError:
             continue
-        for entries in _read_manifests_tolerant(table, metas, owner, True, plan):
+        changelogs = _manifests_or_gone(table, metas, owner, missing_ok=True, warnings=plan.warnings)
+        plan.manifests_read += len(changelogs)
+        for entries in changelogs:
             added = [e for e in entries if e.kind == FileKind.ADD]
             plan.changelog_files += data_file_requests(table, added, "changelog-file", data_paths)
 

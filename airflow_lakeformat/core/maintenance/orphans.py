@@ -35,7 +35,7 @@ from airflow_lakeformat.core.errors import (
     MissingMetadataError,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.references import resolve_table_path, snapshot_references
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 from airflow_lakeformat.core.snapshot import Snapshot
@@ -334,12 +334,7 @@ class OrphanCleanupPlan:
     empty_directories: list[str]
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
-        files: dict[str, int] = {}
-        sizes: dict[str, int] = {}
-        for request in self.orphans:
-            files[request.kind] = files.get(request.kind, 0) + 1
-            sizes[request.kind] = sizes.get(request.kind, 0) + (request.size or 0)
-        return dict(sorted(files.items())), dict(sorted(sizes.items()))
+        return tally(self.orphans)
 
     def to_json(self, include_files: bool = False) -> dict[str, Any]:
         files, sizes = self.counts()
