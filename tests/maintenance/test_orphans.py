@@ -255,3 +255,17 @@ def test_orphan_cleanup_on_s3(tmp_path: Path, seaweedfs: SeaweedFSServer, s3_buc
     assert set(before) - set(after) == planted
     assert result.to_json()["files"]["data-file"] == 4
     assert assert_intact(table, from_id=1) == 9
+
+
+def test_a_snapshot_expired_between_listing_and_reading_is_skipped(tmp_path: Path) -> None:
+    from airflow_lakeformat.core.maintenance.orphans import UsedMetadata, _snapshots_of
+
+    build_history(tmp_path / "t", snapshots=4)
+    table = Table.open(str(tmp_path / "t"))
+    manager = table.snapshot_manager
+    listed = manager.list_snapshot_ids()
+    (tmp_path / "t" / "snapshot" / "snapshot-1").unlink()  # a concurrent expiry removes it now
+    manager.list_snapshot_ids = lambda: listed  # type: ignore[method-assign]
+    used = UsedMetadata()
+    assert [s.id for s in _snapshots_of(manager, used)] == [2, 3, 4]
+    assert used.skipped_vanished == 1

@@ -33,6 +33,7 @@ from airflow_lakeformat.core.errors import (
     DeletionFailedError,
     MaintenanceRefusedError,
     MissingMetadataError,
+    SnapshotNotFoundError,
 )
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
@@ -201,7 +202,7 @@ def _snapshots_of(manager: SnapshotManager, used: UsedMetadata, after: int | Non
             continue
         try:
             result.append(manager.snapshot(snapshot_id))
-        except MissingMetadataError:
+        except SnapshotNotFoundError:
             used.skipped_vanished += 1  # expired between listing and reading
     return result
 
