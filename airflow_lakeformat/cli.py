@@ -60,7 +60,7 @@ from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compac
 from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_duration
-from airflow_lakeformat.core.paths import DataFilePaths
+from airflow_lakeformat.core.paths import DataFilePaths, parse_overwrite_spec
 from airflow_lakeformat.core.register import read_source, register_files, write_data_files
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
@@ -315,7 +315,9 @@ def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
 def _commit_files(args: argparse.Namespace, table: Table, added: list[ManifestEntry], out: TextIO) -> None:
     committer = Committer(table, args.commit_user)
     deletes = (
-        committer.overwrite_entries(_partition_filter(args.overwrite)) if args.overwrite is not None else []
+        committer.overwrite_entries(parse_overwrite_spec(args.overwrite))
+        if args.overwrite is not None
+        else []
     )
     identifier = args.commit_identifier if args.commit_identifier is not None else BATCH_COMMIT_IDENTIFIER
     kind = CommitKind.OVERWRITE if args.overwrite is not None else CommitKind.APPEND
@@ -337,13 +339,6 @@ def _commit_files(args: argparse.Namespace, table: Table, added: list[ManifestEn
         f"{state} snapshot {result.snapshot.id} ({result.snapshot.commit_kind.value}): "
         f"+{len(added)} files, -{len(deletes)} files\n"
     )
-
-
-def _partition_filter(spec: str) -> dict[str, str] | None:
-    """``dt=2024-01-01,region=eu`` -> a filter; ``*`` (or empty) -> the whole table."""
-    if spec.strip() in ("", "*"):
-        return None
-    return dict(_key_value(part) for part in _split(spec))
 
 
 def cmd_commit(args: argparse.Namespace, out: TextIO) -> None:

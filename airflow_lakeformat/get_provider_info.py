@@ -90,6 +90,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": INTEGRATION,
                 "python-modules": [
                     "airflow_lakeformat.operators.commit",
+                    "airflow_lakeformat.operators.compact_data",
                     "airflow_lakeformat.operators.compact_manifests",
                     "airflow_lakeformat.operators.expire_snapshots",
                     "airflow_lakeformat.operators.remove_orphan_files",

@@ -10,6 +10,7 @@ escape a fixed character set as ``%XX``.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Mapping
 from typing import Any
 
 from airflow_lakeformat.core import binary_row
@@ -39,6 +40,42 @@ POSTPONE_BUCKET = -2
 # ASCII 0x00-0x1F, 0x7F and these characters are escaped in partition directory names (Paimon's
 # PartitionPathUtils; the same set as Hive's).
 _ESCAPED = frozenset([*map(chr, range(0x20)), "\x7f", *"\"#%'*/:=?\\{}[]^"])
+
+
+def parse_partition_spec(spec: Mapping[str, Any] | str | None) -> dict[str, str] | None:
+    """A partition filter from ``"dt=2024-01-01,region=eu"`` or a dict; ``"*"``, empty or None -> None.
+
+    None means the whole table. Keys and values are stripped of surrounding blanks; a part without
+    ``=`` raises :class:`ValueError` naming the spec.
+    """
+    if spec is None:
+        return None
+    if isinstance(spec, Mapping):
+        return {str(k): str(v) for k, v in spec.items()} or None
+    text = str(spec).strip()
+    if text in ("", "*"):
+        return None
+    pairs: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"partition spec {text!r}: {part!r} is not of the form KEY=VALUE")
+        pairs[key.strip()] = value.strip()
+    return pairs or None
+
+
+def parse_overwrite_spec(spec: Mapping[str, Any] | str) -> dict[str, str] | None:
+    """The partition an overwrite replaces, None for the whole table.
+
+    Only an explicit ``"*"`` means the whole table: a spec that names no partition (``","``, a
+    template that rendered empty) is refused rather than read as "everything".
+    """
+    pairs = parse_partition_spec(spec)
+    if pairs is None and str(spec).strip() != "*":
+        raise ValueError(f"overwrite {spec!r}: expected '*' or k=v[,k=v]")
+    return pairs
 
 
 def escape_path_name(text: str) -> str:

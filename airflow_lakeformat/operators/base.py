@@ -81,6 +81,39 @@ def as_bool(value: bool | str, name: str) -> bool:
     raise AirflowFailException(f"{name} must be true or false, not {value!r}")
 
 
+def optional_int(value: int | str | None, name: str) -> int | None:
+    """Templated ints arrive as strings ("5", "None", ""); None and blank mean "not set"."""
+    if value is None or isinstance(value, int):
+        return value
+    text = str(value).strip()
+    if text.lower() in ("", "none", "null"):
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise AirflowFailException(f"{name} must be an integer, not {value!r}") from None
+
+
+def optional_duration(value: timedelta | str | None, name: str) -> timedelta | None:
+    """A ``timedelta`` or Paimon's duration syntax (``"1 h"``, ``"30 min"``); None and blank mean "not set"."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    text = str(value).strip()
+    if text.lower() in ("", "none", "null"):
+        return None
+    from airflow_lakeformat.core.options import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise AirflowFailException(f"{name}: {exc}") from None
+
+
+def duration_arg(value: timedelta) -> str:
+    """A duration in Paimon's syntax for a job's command line (whole milliseconds)."""
+    return f"{int(value.total_seconds() * 1000)} ms"
+
+
 def commit_state_unknown_message(exc: object, table_uri: str) -> str:
     return (
         f"{exc}. Whether the commit landed is unknown, so this task is failed without retry: a repeated "
@@ -278,6 +311,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
     def run(self, context: Context, table_uri: str) -> dict[str, Any]:
         self._check_execution(str(self.execution))
         table = self.hook.open_table(table_uri)
+        self.check_table(table)
         execution = self.choose_execution(table)
         with self.locked(context, table):
             if execution == "spark":
@@ -285,6 +319,9 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
             else:
                 result = self.run_local(context, table)
         return {**result, "table": table.uri, "execution": execution}
+
+    def check_table(self, table: Table) -> None:
+        """Refuse (raise) before the lock is taken or a job submitted; by default every table passes."""
 
     def choose_execution(self, table: Table) -> str:
         if self.execution != "auto":

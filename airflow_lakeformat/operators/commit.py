@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_lakeformat.core.paths import parse_overwrite_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatBaseOperator
 
@@ -136,19 +137,9 @@ def commit_identifier(dag_id: str, run_id: str, task_id: str, map_index: int, di
 
 def parse_overwrite(value: Mapping[str, Any] | str | None) -> tuple[bool, dict[str, str] | None]:
     """(overwrite?, partition filter): ``"*"`` is the whole table, ``"k=v,k2=v2"`` or a dict a partition."""
-    if value is None or value == "" or value == {}:
+    if value is None or value == {} or (isinstance(value, str) and not value.strip()):
         return False, None
-    if value == "*":
-        return True, None
-    if isinstance(value, Mapping):
-        return True, {str(k): str(v) for k, v in value.items()}
-    pairs = {}
-    for part in str(value).split(","):
-        key, sep, item = part.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"overwrite {value!r}: expected '*' or k=v[,k=v]")
-        pairs[key.strip()] = item.strip()
-    return True, pairs
+    return True, parse_overwrite_spec(value)
 
 
 class LakeformatCommitOperator(LakeformatBaseOperator):

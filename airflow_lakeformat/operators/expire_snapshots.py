@@ -6,36 +6,17 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
+from airflow_lakeformat.operators.base import (
+    LakeformatMaintenanceOperator,
+    duration_arg,
+    optional_duration,
+    optional_int,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_lakeformat.core.table import Table
-
-
-def _optional_int(value: int | str | None, name: str) -> int | None:
-    if value is None or value == "" or str(value).lower() == "none":
-        return None
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise ValueError(f"{name} must be an integer, not {value!r}") from exc
-
-
-def _optional_duration(value: timedelta | str | None) -> timedelta | None:
-    if value is None or value == "" or str(value).lower() == "none":
-        return None
-    if isinstance(value, timedelta):
-        return value
-    from airflow_lakeformat.core.options import parse_duration
-
-    return parse_duration(str(value))
-
-
-def duration_arg(value: timedelta) -> str:
-    """A duration in Paimon's syntax for a job's command line (whole milliseconds)."""
-    return f"{int(value.total_seconds() * 1000)} ms"
 
 
 class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
@@ -79,10 +60,10 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
 
     def _settings(self) -> dict[str, Any]:
         return {
-            "retain_min": _optional_int(self.retain_min, "retain_min"),
-            "retain_max": _optional_int(self.retain_max, "retain_max"),
-            "older_than": _optional_duration(self.older_than),
-            "max_deletes": _optional_int(self.max_deletes, "max_deletes"),
+            "retain_min": optional_int(self.retain_min, "retain_min"),
+            "retain_max": optional_int(self.retain_max, "retain_max"),
+            "older_than": optional_duration(self.older_than, "older_than"),
+            "max_deletes": optional_int(self.max_deletes, "max_deletes"),
         }
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:

@@ -6,8 +6,12 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator, as_bool
-from airflow_lakeformat.operators.expire_snapshots import _optional_duration, duration_arg
+from airflow_lakeformat.operators.base import (
+    LakeformatMaintenanceOperator,
+    as_bool,
+    duration_arg,
+    optional_duration,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,7 +45,7 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
     def _older_than(self) -> timedelta:
         from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN
 
-        return _optional_duration(self.older_than) or DEFAULT_OLDER_THAN
+        return optional_duration(self.older_than, "older_than") or DEFAULT_OLDER_THAN
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
         from airflow_lakeformat.core.maintenance.orphans import remove_orphan_files

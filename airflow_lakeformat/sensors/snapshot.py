@@ -28,6 +28,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook
+from airflow_lakeformat.operators.base import optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -94,7 +95,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
 
     def resolve_baseline(self, context: Context, table: Table) -> int:
         """The id to wait beyond (see the module docstring), recorded for later pokes and runs."""
-        explicit = _optional_int(self.after_snapshot_id, "after_snapshot_id")
+        explicit = optional_int(self.after_snapshot_id, "after_snapshot_id")
         if explicit is not None:
             return explicit
         from airflow.sdk import Variable
@@ -141,7 +142,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
         )
 
     def _remember_match(self, context: Context, snapshot: dict[str, Any]) -> None:
-        if _optional_int(self.after_snapshot_id, "after_snapshot_id") is not None:
+        if optional_int(self.after_snapshot_id, "after_snapshot_id") is not None:
             return
         key = self.variable_key(context, snapshot["table"])
         self._record(
@@ -244,16 +245,3 @@ def sensor_variable_key(dag_id: str, task_id: str, map_index: int | None, table_
     readable = f"{dag_id}.{task_id}" + (f".{map_index}" if map_index >= 0 else "")
     # Variable keys hold at most 250 characters; the digest keeps a truncated key unique.
     return f"{VARIABLE_PREFIX}.{readable[: 250 - len(VARIABLE_PREFIX) - 18]}.{digest}"
-
-
-def _optional_int(value: int | str | None, name: str) -> int | None:
-    """Templated ints arrive as strings ("5", "None", "")."""
-    if value is None or isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text in ("", "None", "null"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise AirflowFailException(f"{name} must be a snapshot id, not {value!r}") from None

@@ -125,21 +125,6 @@ def base_parser(job: str) -> argparse.ArgumentParser:
     return parser
 
 
-def parse_partition_spec(text: str) -> dict[str, str] | None:
-    """``dt=2024-01-01,region=eu`` -> a partition filter; ``*`` (or empty) -> None, the whole table."""
-    if text.strip() in ("", "*"):
-        return None
-    spec: dict[str, str] = {}
-    for part in (p.strip() for p in text.split(",")):
-        if not part:
-            continue
-        key, sep, value = part.partition("=")
-        if not sep or not key:
-            raise ValueError(f"partition spec {text!r}: {part!r} is not of the form KEY=VALUE")
-        spec[key] = value
-    return spec
-
-
 # -- errors --------------------------------------------------------------------------------------
 
 

@@ -160,8 +160,11 @@ def test_commit_identity_is_stable_and_specific() -> None:
     assert parse_overwrite("*") == (True, None)
     assert parse_overwrite("dt=2024-01-01, h=3") == (True, {"dt": "2024-01-01", "h": "3"})
     assert parse_overwrite(None) == (False, None)
-    with pytest.raises(ValueError, match="expected"):
+    assert parse_overwrite("  ") == (False, None)
+    with pytest.raises(ValueError, match="KEY=VALUE"):
         parse_overwrite("dt")
+    with pytest.raises(ValueError, match="expected '\\*'"):
+        parse_overwrite(",")  # a templated spec that rendered empty must not overwrite the whole table
 
 
 def asset_events(uri: str) -> list[dict[str, Any]]:

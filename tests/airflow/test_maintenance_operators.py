@@ -7,8 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from airflow_lakeformat.core.create import create_table, schema_from_fields
+from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR, MaintenanceLock
+from airflow_lakeformat.core.table import Table
 from tests.airflow.helpers import (
+    FIELDS,
     append,
     load_dag_module,
     make_table,
@@ -110,6 +114,88 @@ def test_commit_state_unknown_fails_without_retry(warehouse: Path) -> None:
     assert f"lakeformat snapshots {warehouse}/db.db/events" in str(error)
 
 
+def _live_files(table: Table) -> list[str]:
+    return sorted(e.file.file_name for e in live_entries(table, table.snapshot_manager.latest_snapshot()))
+
+
+def test_compact_data_dry_run_then_for_real_in_the_worker(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "events"
+    table = make_table(str(root))
+    for rows in (3, 4, 5):
+        append(table, rows)
+    append(table, 2, dt="2024-01-02")  # a partition with one file: nothing to pack
+    before = _live_files(table)
+    module = load_dag_module("lakeformat_test_maintenance")
+
+    dry = xcom_result(
+        module.compact_data_dag.test(run_conf={"table": "db.events", "dry_run": True}), "compact_data"
+    )
+    assert (dry["dryRun"], dry["snapshotId"], dry["groups"], dry["filesRewritten"]) == (True, None, 1, 3)
+    assert table.snapshot_manager.latest_snapshot_id() == 4 and _live_files(table) == before
+    assert lock_files(root) == [], "a dry run takes no lock"
+
+    # dry_run given again: dag.test() leaves the previous run's conf in the DAG's params.
+    run = module.compact_data_dag.test(run_conf={"table": "db.events", "dry_run": False})
+    result = xcom_result(run, "compact_data")
+    assert (
+        result["snapshotId"],
+        result["filesRewritten"],
+        result["filesWritten"],
+        result["rowsRewritten"],
+    ) == (
+        5,
+        3,
+        1,
+        12,
+    )
+    assert (result["execution"], result["table"]) == ("local", str(root))
+    latest = table.snapshot_manager.latest_snapshot()
+    assert latest is not None and latest.commit_kind.value == "COMPACT" and latest.total_record_count == 14
+    after = _live_files(table)
+    assert len(after) == 2 and len(set(after) - set(before)) == 1, "3 files became 1; the lone file stayed"
+    assert lock_files(root) == ["maintenance-lock-1", "maintenance-lock-1.released"]
+
+
+def test_compact_data_refuses_a_primary_key_table_once_or_skips_it(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "keyed"
+    table = create_table(str(root), schema_from_fields(FIELDS, ["dt"], ["dt", "v"], {"bucket": "1"}))
+    module = load_dag_module("lakeformat_test_maintenance")
+    module.FAILURES.clear()
+    run = module.compact_data_dag.test(run_conf={"table": "db.keyed", "skip_unsupported": False})
+    assert task_states(run)["compact_data"] == ("failed", 1), (
+        "retries=2, yet no retry: it would fail the same"
+    )
+    message = str(module.FAILURES["lakeformat_test_compact_data"])
+    assert message.startswith(f"{root}: ") and "data compaction of a primary-key table" in message
+    skipped = module.compact_data_dag.test(run_conf={"table": "db.keyed", "skip_unsupported": True})
+    assert task_states(skipped)["compact_data"] == ("skipped", 1)
+    assert table.snapshot_manager.latest_snapshot_id() is None and lock_files(root) == []
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_compact_data_on_spark_commits_what_the_worker_would(warehouse: Path) -> None:
+    root = warehouse / "db.db" / "events"
+    table = make_table(str(root))
+    for rows in (3, 4, 5):
+        append(table, rows)
+    module = load_dag_module("lakeformat_test_maintenance")
+    run = module.compact_data_dag.test(
+        run_conf={"table": "db.events", "execution": "spark", "dry_run": False}
+    )
+    result = xcom_result(run, "compact_data")
+    assert (result["execution"], result["snapshotId"], result["filesRewritten"], result["filesWritten"]) == (
+        "spark",
+        4,
+        3,
+        1,
+    )
+    latest = table.snapshot_manager.latest_snapshot()
+    assert latest is not None and latest.commit_kind.value == "COMPACT" and latest.total_record_count == 12
+    assert len(_live_files(table)) == 1
+    assert lock_files(root) == ["maintenance-lock-1", "maintenance-lock-1.released"]
+
+
 @pytest.mark.spark
 @pytest.mark.slow
 def test_auto_execution_runs_small_tables_locally_and_large_ones_on_spark(warehouse: Path) -> None:
@@ -118,21 +204,16 @@ def test_auto_execution_runs_small_tables_locally_and_large_ones_on_spark(wareho
         append(table, 2)
     module = load_dag_module("lakeformat_test_maintenance")
     run = module.auto_dag.test(run_conf={"table": "db.events"})
-    assert xcom_result(run, "below_threshold") == {
-        "job": "compact_data",
-        "dryRun": True,
-        "local": True,
-        "table": str(warehouse / "db.db" / "events"),
-        "execution": "local",
-    }
-    spark = xcom_result(run, "above_threshold")
-    assert (spark["job"], spark["dryRun"], spark["execution"], spark["groups"]) == (
-        "compact_data",
-        True,
-        "spark",
-        1,
-    )
-    assert spark["filesRewritten"] == 3
+    local, spark = xcom_result(run, "below_threshold"), xcom_result(run, "above_threshold")
+    assert (local["execution"], spark["execution"]) == ("local", "spark")
+    assert local["table"] == spark["table"] == str(warehouse / "db.db" / "events")
+    for result in (local, spark):
+        assert (result["dryRun"], result["snapshotId"], result["groups"], result["filesRewritten"]) == (
+            True,
+            None,
+            1,
+            3,
+        )
     assert table.snapshot_manager.latest_snapshot_id() == 3, "a dry run commits nothing"
 
 

@@ -146,13 +146,6 @@ def test_errors_become_one_line_and_the_cli_exit_codes() -> None:
     assert (message, code) == ("RuntimeError: An error occurred", 1)
 
 
-def test_partition_specs() -> None:
-    assert runtime.parse_partition_spec("dt=2024-01-01, region=eu") == {"dt": "2024-01-01", "region": "eu"}
-    assert runtime.parse_partition_spec("*") is None and runtime.parse_partition_spec("") is None
-    with pytest.raises(ValueError, match="KEY=VALUE"):
-        runtime.parse_partition_spec("dt")
-
-
 def test_jobs_fail_before_any_spark_session_with_the_exit_codes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -131,3 +131,18 @@ def test_progress_is_drawn_on_a_terminal_and_cleared() -> None:
     text = stream.getvalue()
     assert "reading manifests: 1/3" in text and "reading manifests: 3/3" in text and text.endswith("\r\033[K")
     assert not isinstance(for_stream(io.StringIO()), TerminalProgress)
+
+
+def test_an_overwrite_spec_without_pairs_is_refused_and_leaves_no_files(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    schema = tmp_path / "schema.json"
+    schema.write_text('[{"name": "v", "type": "INT"}]')
+    source = tmp_path / "rows.csv"
+    source.write_text("v\n1\n")
+    assert run("create-table", str(root), "--schema", str(schema))[0] == 0
+    assert run("write", str(root), "--from", str(source))[0] == 0
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    code, out, err = run("write", str(root), "--from", str(source), "--overwrite", ",")
+    assert code == cli.EXIT_ERROR and out == ""
+    assert "overwrite ',': expected '*'" in err
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before

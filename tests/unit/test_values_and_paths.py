@@ -14,6 +14,8 @@ from airflow_lakeformat.core.paths import (
     DataFilePaths,
     bucket_directory_name,
     escape_path_name,
+    parse_overwrite_spec,
+    parse_partition_spec,
     unescape_path_name,
 )
 from airflow_lakeformat.core.schema import TableSchema
@@ -153,3 +155,23 @@ def test_json_rendering_and_python_conversion() -> None:
     assert to_json_value(b"\x01\xff", parse_type("BYTES")) == "01ff"
     assert to_json_value(3_723_004, parse_type("TIME(3)")) == "01:02:03.004000"
     assert to_json_value(Decimal("1.50"), parse_type("DECIMAL(5, 2)")) == "1.50"
+
+
+def test_partition_specs_parse_from_strings_and_mappings() -> None:
+    assert parse_partition_spec("dt=2024-01-01, region=eu") == {"dt": "2024-01-01", "region": "eu"}
+    assert parse_partition_spec({"dt": 20240101}) == {"dt": "20240101"}
+    assert parse_partition_spec("dt=") == {"dt": ""}
+    for whole_table in ("*", "", " ", None, {}):
+        assert parse_partition_spec(whole_table) is None
+    with pytest.raises(ValueError, match="'dt' is not of the form KEY=VALUE"):
+        parse_partition_spec("dt")
+    with pytest.raises(ValueError, match="KEY=VALUE"):
+        parse_partition_spec("=x")
+
+
+def test_only_an_explicit_star_overwrites_the_whole_table() -> None:
+    assert parse_overwrite_spec("*") is None and parse_overwrite_spec(" * ") is None
+    assert parse_overwrite_spec("dt=1") == {"dt": "1"}
+    for names_nothing in (",", "", {}):
+        with pytest.raises(ValueError, match="expected '\\*' or k=v"):
+            parse_overwrite_spec(names_nothing)

@@ -28,8 +28,9 @@ from airflow_lakeformat.core.maintenance.data_compaction import (
 )
 from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_memory_size
+from airflow_lakeformat.core.paths import parse_partition_spec
 from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.spark.runtime import JobContext, check_fault, parse_partition_spec, run_job
+from airflow_lakeformat.spark.runtime import JobContext, check_fault, run_job
 
 JOB = "compact_data"
 

@@ -39,6 +39,7 @@ from airflow_lakeformat.core.commit import Committer
 from airflow_lakeformat.core.errors import RegisterError
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.manifest import ManifestEntry
+from airflow_lakeformat.core.paths import parse_overwrite_spec
 from airflow_lakeformat.core.register import RollingFileWriter, next_sequence_numbers
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
 from airflow_lakeformat.core.table import Table
@@ -46,7 +47,6 @@ from airflow_lakeformat.spark.runtime import (
     JobContext,
     check_fault,
     executor_storage_options,
-    parse_partition_spec,
     run_job,
 )
 
@@ -253,7 +253,7 @@ def run(context: JobContext) -> dict[str, Any]:
     committer = Committer(table, args.commit_user or f"lakeformat-spark-write-{uuid.uuid4()}")
     identifier = BATCH_COMMIT_IDENTIFIER if args.commit_identifier is None else args.commit_identifier
     kind = CommitKind.OVERWRITE if args.overwrite is not None else CommitKind.APPEND
-    overwrite = parse_partition_spec(args.overwrite) if args.overwrite is not None else None
+    overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
     document: dict[str, Any] = {
         "commitUser": committer.commit_user,
         "commitIdentifier": identifier,

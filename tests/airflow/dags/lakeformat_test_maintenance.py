@@ -10,6 +10,7 @@ from airflow.sdk import DAG, Context
 from airflow_lakeformat.core.errors import CommitStateUnknownError
 from airflow_lakeformat.core.table import Table
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
+from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
 from airflow_lakeformat.operators.compact_manifests import LakeformatCompactManifestsOperator
 
 FAILURES: dict[str, BaseException] = {}
@@ -30,18 +31,6 @@ class UnknownOutcomeOperator(LakeformatMaintenanceOperator):
         raise CommitStateUnknownError(
             f"commit of snapshot 9 to {table.uri} has an unknown outcome after 11 attempts"
         )
-
-
-class DataCompactionJob(LakeformatMaintenanceOperator):
-    """The compact_data Spark job on the maintenance base: exercises the spark-submit path."""
-
-    spark_job = "compact_data"
-
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        return {"job": "compact_data", "dryRun": self.is_dry_run, "local": True}
-
-    def spark_job_args(self, context: Context) -> list[str]:
-        return ["--min-file-count", "2"]
 
 
 with DAG("lakeformat_test_compact_manifests", schedule=None, params=PARAMS) as compact_dag:
@@ -67,13 +56,30 @@ with DAG("lakeformat_test_unknown_outcome", schedule=None, params=PARAMS) as unk
 
 SPARK: dict[str, Any] = {"spark_conf": {"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2"}}
 
+DATA_PARAMS = {**PARAMS, "execution": "local", "dry_run": False, "skip_unsupported": False}
+
+with DAG("lakeformat_test_compact_data", schedule=None, params=DATA_PARAMS) as compact_data_dag:
+    LakeformatCompactDataOperator(
+        task_id="compact_data",
+        table="{{ params.table }}",
+        execution="{{ params.execution }}",
+        dry_run="{{ params.dry_run }}",
+        skip_unsupported="{{ params.skip_unsupported }}",
+        min_file_count=2,
+        **SPARK,
+        **COMMON,
+    )
+
 with DAG("lakeformat_test_execution_auto", schedule=None, params=PARAMS) as auto_dag:
-    # Below the thresholds: in the worker. From one live file on: the Spark job.
-    small = DataCompactionJob(task_id="below_threshold", table="{{ params.table }}", dry_run=True, **COMMON)
-    large = DataCompactionJob(
+    # Below the thresholds: in the worker. From one live file on: the Spark job. Both plan the same.
+    small = LakeformatCompactDataOperator(
+        task_id="below_threshold", table="{{ params.table }}", dry_run=True, min_file_count=2, **COMMON
+    )
+    large = LakeformatCompactDataOperator(
         task_id="above_threshold",
         table="{{ params.table }}",
         dry_run=True,
+        min_file_count=2,
         spark_min_files=1,
         **SPARK,
         **COMMON,
@@ -81,6 +87,6 @@ with DAG("lakeformat_test_execution_auto", schedule=None, params=PARAMS) as auto
     small >> large
 
 with DAG("lakeformat_test_spark_failure", schedule=None, params=PARAMS) as spark_failure_dag:
-    DataCompactionJob(
+    LakeformatCompactDataOperator(
         task_id="compact_data", table="{{ params.table }}", execution="spark", **SPARK, **COMMON
     )

@@ -1,0 +1,122 @@
+"""``LakeformatCompactDataOperator``: bin-pack small data files of an append table, in the worker or on Spark.
+
+Both modes run the same plan (``core/maintenance/data_compaction.py``) and commit one COMPACT snapshot;
+the operator holds the table's maintenance lock while it runs (dry runs excepted).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_lakeformat.core.paths import parse_partition_spec
+from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator, as_bool, optional_int
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_lakeformat.core.table import Table
+
+
+def partition_specs(value: Any) -> list[dict[str, str]] | None:
+    """Partition filters from a dict, a ``"k=v[,k=v]"`` string or a list of them; None or ``"*"``: all."""
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
+        return None
+    items = [value] if isinstance(value, (str, Mapping)) else list(value)
+    specs: list[dict[str, str]] = []
+    for item in items:
+        spec = parse_partition_spec(item)
+        if spec is None:
+            if str(item).strip() != "*":
+                raise ValueError(f"partitions: {item!r} names no partition (use '*' for the whole table)")
+            return None
+        specs.append(spec)
+    return specs
+
+
+class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
+    """Rewrite small level-0 data files of an append table into files of ``target-file-size``.
+
+    :param partitions: only these partitions: a list of dicts or ``"k=v[,k=v]"`` strings (None or ``"*"``:
+        all). Templated.
+    :param min_file_count: the smallest group worth a rewrite (default 5, Paimon's
+        ``compaction.min.file-num``). Templated.
+    :param target_file_size: e.g. ``"128 mb"`` (default: the table's ``target-file-size``). Templated.
+    :param dry_run: plan and report, write and commit nothing. Templated.
+    :param skip_unsupported: a table data compaction does not handle (primary keys, deletion vectors, a
+        file format other than Parquet, ...) skips the task instead of failing it, for DAGs that maintain
+        mixed lists of tables. Templated.
+
+    The XCom result is the data-compaction JSON (``snapshotId`` or null, ``groups``, ``filesRewritten``,
+    ``filesWritten``, bytes) plus ``table`` and ``execution``.
+    """
+
+    template_fields: Sequence[str] = (
+        *LakeformatMaintenanceOperator.template_fields,
+        "partitions",
+        "min_file_count",
+        "target_file_size",
+        "skip_unsupported",
+    )
+    spark_job = "compact_data"
+
+    def __init__(
+        self,
+        *,
+        partitions: Any = None,
+        min_file_count: int | str | None = None,
+        target_file_size: str | None = None,
+        skip_unsupported: bool | str = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.skip_unsupported = skip_unsupported
+        self.partitions = partitions
+        self.min_file_count = min_file_count
+        self.target_file_size = target_file_size
+
+    def check_table(self, table: Table) -> None:
+        from airflow_lakeformat.core.errors import UnsupportedFormatError
+        from airflow_lakeformat.core.maintenance.data_compaction import check_compactable
+
+        try:
+            check_compactable(table)
+        except UnsupportedFormatError as exc:
+            if as_bool(self.skip_unsupported, "skip_unsupported"):
+                raise AirflowSkipException(f"skipped: {exc}") from exc
+            raise
+
+    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
+        from airflow_lakeformat.core.maintenance.data_compaction import compact_data
+        from airflow_lakeformat.core.options import parse_memory_size
+
+        target = parse_memory_size(str(self.target_file_size)) if self.target_file_size else None
+        return compact_data(
+            table,
+            dry_run=self.is_dry_run,
+            partitions=partition_specs(self.partitions),
+            min_file_count=optional_int(self.min_file_count, "min_file_count"),
+            target_file_size=target,
+        ).to_json()
+
+    def spark_job_args(self, context: Context) -> list[str]:
+        args: list[str] = []
+        for spec in partition_specs(self.partitions) or []:
+            args += ["--partition", ",".join(f"{k}={v}" for k, v in spec.items())]
+        min_files = optional_int(self.min_file_count, "min_file_count")
+        if min_files is not None:
+            args += ["--min-file-count", str(min_files)]
+        if self.target_file_size:
+            args += ["--target-file-size", str(self.target_file_size)]
+        return args
+
+    def summarize(self, result: Mapping[str, Any]) -> str:
+        verb = "would rewrite" if result.get("dryRun") else "rewrote"
+        committed = f"; committed snapshot {result['snapshotId']}" if result.get("snapshotId") else ""
+        return (
+            f"{result.get('table')}: {verb} {result.get('filesRewritten')} files in {result.get('groups')} "
+            f"group(s) into {result.get('filesWritten')} ({result.get('bytesRewritten')} -> "
+            f"{result.get('bytesWritten')} bytes){committed}"
+        )
