@@ -1,6 +1,7 @@
 """Downstream, waiting on the table itself: a deferrable sensor waits (in the triggerer, holding no worker
 slot) for a snapshot newer than the last one this sensor saw, ignoring COMPACT snapshots of maintenance,
-then a task reads the matched snapshot from XCom.
+then a task reads the matched snapshot from XCom. A run triggered with ``after_snapshot_id`` waits for a
+snapshot after that id instead.
 
 Environment: ``LAKEFORMAT_DEMO_WAREHOUSE``, ``LAKEFORMAT_DEMO_TABLE``, ``LAKEFORMAT_CONN_ID``,
 ``LAKEFORMAT_SENSOR_POLL_INTERVAL`` (seconds, default 30), ``LAKEFORMAT_SENSOR_TIMEOUT`` (seconds, default 6 h).
@@ -12,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, Param, task
 
 from airflow_lakeformat.sensors.snapshot import LakeformatSnapshotSensor
 
@@ -28,12 +29,19 @@ with DAG(
     schedule=None,
     catchup=False,
     max_active_runs=1,
+    params={
+        "after_snapshot_id": Param(
+            None, type=["null", "integer"], description="wait beyond this id (empty: the last one seen)"
+        )
+    },
+    render_template_as_native_obj=False,
     tags=["lakeformat", "downstream"],
 ) as dag:
     wait = LakeformatSnapshotSensor(
         task_id="wait_for_snapshot",
         table=TABLE,
         lakeformat_conn_id=CONN_ID,
+        after_snapshot_id="{{ params.after_snapshot_id }}",
         ignore_commit_kinds=["COMPACT"],
         deferrable=True,
         poll_interval=float(os.environ.get("LAKEFORMAT_SENSOR_POLL_INTERVAL", "30")),

@@ -5,7 +5,8 @@ Settings come from the environment so the file parses without touching storage:
 
 * ``LAKEFORMAT_MAINTENANCE_TABLES``: comma-separated table URIs, or ``db.table`` names under the connection's
   warehouse (default: the demo table, ``$LAKEFORMAT_DEMO_WAREHOUSE/demo.db/events``).
-* ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), ``LAKEFORMAT_MAINTENANCE_EXECUTION`` (``auto``).
+* ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), ``LAKEFORMAT_MAINTENANCE_EXECUTION`` (``auto``,
+  ``local`` or ``spark``: where expiry and orphan cleanup run; manifest compaction always runs in the worker).
 * ``LAKEFORMAT_MAINTENANCE_RETAIN_MIN`` and ``LAKEFORMAT_MAINTENANCE_OLDER_THAN`` for expiry (default: the
   table's options); ``LAKEFORMAT_ORPHAN_OLDER_THAN`` (default ``1 d``) for orphan cleanup.
 
@@ -62,7 +63,10 @@ with DAG(
             older_than=os.environ.get("LAKEFORMAT_MAINTENANCE_OLDER_THAN"),
             **shared,
         )
-        compact = LakeformatCompactManifestsOperator(task_id="compact_manifests", mode="full", **shared)
+        # Manifest compaction rewrites metadata only: it always runs in the worker.
+        compact = LakeformatCompactManifestsOperator(
+            task_id="compact_manifests", mode="full", **{**shared, "execution": "local"}
+        )
         orphans = LakeformatRemoveOrphanFilesOperator(
             task_id="remove_orphan_files",
             older_than=os.environ.get("LAKEFORMAT_ORPHAN_OLDER_THAN", "1 d"),

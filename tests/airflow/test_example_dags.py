@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_lakeformat.core.commit import Committer
+from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
 from airflow_lakeformat.core.register import write_data_files
 from airflow_lakeformat.core.snapshot import CommitKind
@@ -88,6 +89,13 @@ def build_tables(uris: list[str], options: dict[str, Any] | None = None) -> None
         table = make_table(uri, options)
         for i in range(4):
             append(table, 10 + i)
+
+
+def live_names(uri: str) -> list[str]:
+    table = Table.open(uri)
+    latest = table.snapshot_manager.latest_snapshot()
+    assert latest is not None
+    return sorted(e.file.file_name for e in live_entries(table, latest))
 
 
 def check_maintained(uri: str, options: dict[str, Any] | None, orphan: str) -> None:
@@ -177,20 +185,80 @@ def test_maintenance_dag_on_seaweedfs(
     check_maintained(uri, options, orphan)
 
 
-def test_manual_maintenance_dry_run_then_for_real(
+@pytest.mark.spark
+@pytest.mark.slow
+def test_maintenance_dag_with_spark_submit(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri = str(tmp_path / "wh" / "db.db" / "orders")
     build_tables([uri])
     orphan = plant_orphan(Table.open(uri), age_seconds=3 * 86400)
     set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
-    conf = {"table": uri, "retain_min": 1, "older_than": "1 ms"}
-    run_dag("lakeformat_manual_maintenance", run_conf=conf)  # dry_run defaults to True
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_TABLES", "db.orders")
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_EXECUTION", "spark")
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_RETAIN_MIN", "1")
+    monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_OLDER_THAN", "1 ms")
+    run, _ = run_dag("lakeformat_maintenance")
+    executions = {
+        step: run.get_task_instance(f"maintain.{step}", map_index=0).xcom_pull(
+            task_ids=f"maintain.{step}", map_indexes=0
+        )["execution"]
+        for step in ("expire_snapshots", "compact_manifests", "remove_orphan_files")
+    }
+    assert executions == {
+        "expire_snapshots": "spark",
+        "compact_manifests": "local",
+        "remove_orphan_files": "spark",
+    }
+    check_maintained(uri, None, orphan)
+
+
+def test_manual_maintenance_dry_run_then_for_real(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "wh" / "db.db" / "orders")
+    build_tables([uri])
+    orphan = plant_orphan(Table.open(uri), age_seconds=3 * 86400)
+    small_files = [Path(uri, "dt=2024-01-01", "bucket-0", name) for name in live_names(uri)]
+    assert len(small_files) == 4
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    conf = {"table": uri, "retain_min": 1, "older_than": "1 ms", "min_file_count": 2}
+    run, _ = run_dag("lakeformat_manual_maintenance", run_conf=conf)  # dry_run defaults to True
+    planned = run.get_task_instance("compact_data").xcom_pull(task_ids="compact_data")
+    assert (planned["dryRun"], planned["filesRewritten"], planned["snapshotId"]) == (True, 4, None)
     table = Table.open(uri)
-    assert table.snapshot_manager.earliest_snapshot_id() == 1 and Path(orphan).exists()
+    assert (
+        table.snapshot_manager.latest_snapshot_id() == 4
+        and table.snapshot_manager.earliest_snapshot_id() == 1
+    )
+    assert Path(orphan).exists() and all(p.exists() for p in small_files)
+
     run_dag("lakeformat_manual_maintenance", run_conf={**conf, "dry_run": False})
-    assert Table.open(uri).snapshot_manager.earliest_snapshot_id() == 4
+    manager = Table.open(uri).snapshot_manager
+    latest = manager.latest_snapshot()
+    # compact data -> snapshot 5 (one file), expire down to it, full manifest compaction -> snapshot 6.
+    assert latest is not None and latest.id == 6 and latest.total_record_count == 10 + 11 + 12 + 13
+    assert manager.earliest_snapshot_id() == 5
+    assert len(live_names(uri)) == 1
+    assert not any(p.exists() for p in small_files), "expiry deleted the files compaction replaced"
     assert not Path(orphan).exists()
+
+
+def test_manual_maintenance_skips_data_compaction_of_a_primary_key_table(
+    examples: None, sample_tables: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(sample_tables / "pk_tbl")  # written by pypaimon
+    before = Table.open(uri).snapshot_manager
+    latest_id = before.latest_snapshot_id()
+    assert latest_id is not None and latest_id > 1
+    set_connection(monkeypatch, "lakeformat_default", host=str(sample_tables.parent))
+    conf = {"table": uri, "retain_min": 1, "older_than": "1 ms", "dry_run": False}
+    _, states = run_dag("lakeformat_manual_maintenance", run_conf=conf)
+    assert states[("compact_data", -1)] == "skipped"
+    assert {states[(t, -1)] for t in ("expire_snapshots", "compact_manifests", "remove_orphan_files")} == {
+        "success"
+    }
+    assert Table.open(uri).snapshot_manager.earliest_snapshot_id() == latest_id
 
 
 # -- ingest and downstream -------------------------------------------------------------------------
@@ -294,3 +362,18 @@ def test_sensor_dag_defers_ignores_compact_and_resumes(
     assert seen["compact"] == 4 and seen["append"] == 5
     matched = run.get_task_instance("use_snapshot").xcom_pull(task_ids="use_snapshot")
     assert matched == 5
+
+
+def test_sensor_dag_with_an_explicit_snapshot_id_matches_at_once(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = str(tmp_path / "wh" / "demo.db" / "events")
+    table = make_table(uri)
+    for i in range(3):
+        append(table, 5 + i)
+    monkeypatch.setenv("LAKEFORMAT_DEMO_TABLE", uri)
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    run, _ = run_dag("lakeformat_downstream_sensor", run_conf={"after_snapshot_id": 1})
+    matched = run.get_task_instance("wait_for_snapshot").xcom_pull(task_ids="wait_for_snapshot")
+    # The newest matching snapshot, with the records of every snapshot after the given id (6 + 7).
+    assert (matched["id"], matched["afterSnapshotId"], matched["newRecords"]) == (3, 1, 13)
