@@ -18,7 +18,13 @@ import pytest
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, LockHeldError
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.maintenance.lock import LOCK_DIR, MaintenanceLock
+from airflow_lakeformat.core.maintenance.lock import (
+    KEEP_GENERATIONS,
+    LOCK_DIR,
+    LOCK_PREFIX,
+    RELEASED_SUFFIX,
+    MaintenanceLock,
+)
 from airflow_lakeformat.core.table import Table
 from tests.support.seaweedfs import SeaweedFSServer
 
@@ -212,3 +218,66 @@ def test_processes_race_locally(tmp_path: Path) -> None:
     assert sorted(outcomes) == [False, False, False, True]
     holder = MaintenanceLock(table_at(uri), "observer").current_holder()
     assert holder is not None and holder.owner == f"process-{outcomes.index(True)}"
+
+
+def lock_records(root: Path) -> list[str]:
+    return sorted(p.name for p in (root / LOCK_DIR).iterdir())
+
+
+def test_release_prunes_records_far_below_the_current_generation(tmp_path: Path) -> None:
+    table = table_at(str(tmp_path / "t"))
+    for run in range(1, KEEP_GENERATIONS + 1):
+        with MaintenanceLock(table, f"run-{run}"):
+            pass
+    assert len(lock_records(tmp_path / "t")) == 2 * KEEP_GENERATIONS, "nothing is pruned below the threshold"
+    for run in range(KEEP_GENERATIONS + 1, 26):
+        with MaintenanceLock(table, f"run-{run}"):
+            pass
+    kept = range(26 - KEEP_GENERATIONS, 26)
+    assert lock_records(tmp_path / "t") == sorted(
+        name for g in kept for name in (f"{LOCK_PREFIX}{g}", f"{LOCK_PREFIX}{g}{RELEASED_SUFFIX}")
+    )
+    assert MaintenanceLock(table, "next").acquire().generation == 26, "numbering never goes back"
+
+
+class StaleListingLock(MaintenanceLock):
+    """Lists the lock directory once as it was long ago: the view of an acquirer paused mid-acquisition."""
+
+    def __init__(self, table: Table, owner: str, stale_generation: int) -> None:
+        super().__init__(table, owner)
+        self.stale_generation: int | None = stale_generation
+
+    def highest_generation(self) -> int:
+        if self.stale_generation is not None:
+            stale, self.stale_generation = self.stale_generation, None
+            return stale
+        return super().highest_generation()
+
+
+@pytest.mark.parametrize(
+    ("stale_view", "created_below"),
+    [
+        (0, 1),  # saw an empty directory: creates generation 1 (pruned long ago), then sees 20 above it
+        (3, None),  # saw generation 3 held: its lease file is gone, so it re-lists before creating anything
+    ],
+)
+def test_an_acquirer_with_a_stale_listing_does_not_hold_a_pruned_generation(
+    tmp_path: Path, stale_view: int, created_below: int | None
+) -> None:
+    table = table_at(str(tmp_path / "t"))
+    for run in range(20):
+        with MaintenanceLock(table, f"run-{run}"):
+            pass
+    assert min(int(n[len(LOCK_PREFIX) :].split(".")[0]) for n in lock_records(tmp_path / "t")) == 11
+    stale = StaleListingLock(table, "paused acquirer", stale_view)
+    assert stale.acquire().generation == 21
+    records = lock_records(tmp_path / "t")
+    if created_below is not None:
+        # The generation it created from the stale view is marked released: nobody can take it for the lock.
+        assert {f"{LOCK_PREFIX}{created_below}", f"{LOCK_PREFIX}{created_below}{RELEASED_SUFFIX}"} <= set(
+            records
+        )
+    assert len(records) == 2 * 10 + 1 + (2 if created_below is not None else 0)
+    with pytest.raises(LockHeldError):
+        MaintenanceLock(table, "another").try_acquire()
+    stale.release()

@@ -334,3 +334,11 @@ def discard_unpublished(io: FileIO, paths: Iterable[str], kind: str = "unpublish
     deleter = FileDeleter(io, dry_run=False, max_attempts=1, concurrency=4)
     report = deleter.delete(DeleteRequest(kind, path) for path in paths)
     return report
+
+
+def discard_lock_records(io: FileIO, paths: Iterable[str]) -> DeletionReport:
+    """Best-effort removal of superseded maintenance-lock lease files (``core/maintenance/lock.py`` picks
+    generations far below the one it holds; the highest generation is never among them). One attempt,
+    failures only logged: a leftover record costs a directory entry, nothing else."""
+    deleter = FileDeleter(io, dry_run=False, max_attempts=1, concurrency=4)
+    return deleter.delete(DeleteRequest("lock-record", path) for path in paths)

@@ -8,9 +8,13 @@ process reads the highest generation ``N`` and, only if it is released or expire
 on S3). Generations are created strictly one after the other, so of any number of racing acquirers
 exactly one creates ``N+1``; the others see it held.
 
-Nothing is ever overwritten or deleted here: a released or expired generation stays behind as a record
-of who held the table when. Deleting table files is the job of ``core/maintenance/deletion.py`` only,
-and the lock files are left to it (or to an operator) as well.
+Nothing is ever overwritten: a released or expired generation stays behind as a record of who held the
+table when. So that the directory does not grow by two files per run forever, a release asks
+``core/maintenance/deletion.py`` (the one module that deletes) to remove the records of generations at
+least :data:`KEEP_GENERATIONS` below its own; the highest generation is never removed, so numbering never
+goes back. An acquirer whose view of the directory was so stale that it created a generation below the
+highest (one whose file had been pruned) notices on the re-listing that follows every creation, releases
+that generation and looks again.
 
 Expiry compares the lease's ``expiresAt`` (written with the holder's clock) with the local clock, so
 hosts should keep their clocks roughly in sync, and a lease should comfortably outlast the work it
@@ -30,6 +34,7 @@ from types import TracebackType
 from typing import Any
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, LockHeldError
+from airflow_lakeformat.core.maintenance.deletion import discard_lock_records
 from airflow_lakeformat.core.table import Table
 
 LOCK_DIR = ".lakeformat"
@@ -40,6 +45,8 @@ DEFAULT_POLL_INTERVAL = 5.0
 # Losing a race for generation N+1 means another acquirer now holds the lock, so one re-read settles it;
 # a few more attempts cover listings that lag behind a just-created generation.
 _RACE_ATTEMPTS = 5
+# Lease records kept below the current generation: a short history of who held the table.
+KEEP_GENERATIONS = 10
 
 
 @dataclass(frozen=True)
@@ -156,7 +163,10 @@ class MaintenanceLock:
             generation = self.highest_generation()
             previous: LockLease | None = None
             if generation > 0 and not self.is_released(generation):
-                previous = self.read_lease(generation)
+                try:
+                    previous = self.read_lease(generation)
+                except FileNotFoundError:
+                    continue  # listed, then pruned: our listing is stale, look again
                 if not self._expired(previous):
                     raise self._held_error(previous)
             now = self._now_millis()
@@ -177,6 +187,10 @@ class MaintenanceLock:
                 self.io.create_exclusive(path, json.dumps(document).encode("utf-8"))
             except FileExistsError:
                 continue  # another acquirer created this generation first: look again
+            if self.highest_generation() != lease.generation:
+                # Our listing was stale and this generation had been pruned: it is not the lock.
+                self._write_released(lease.generation)
+                continue
             self.held = lease
             self.taken_over = previous
             return lease
@@ -216,11 +230,31 @@ class MaintenanceLock:
         lease, self.held = self.held, None
         if lease is None:
             return
-        path = self.lease_path(lease.generation) + RELEASED_SUFFIX
+        self._write_released(lease.generation)
+        self.prune(lease.generation)
+
+    def _write_released(self, generation: int) -> None:
+        path = self.lease_path(generation) + RELEASED_SUFFIX
         document = {"owner": self.owner, "releasedAt": self._now_millis()}
         # Already there means an earlier attempt of this release landed (its acknowledgement was lost).
         with contextlib.suppress(FileExistsError):
             self.io.create_exclusive(path, json.dumps(document).encode("utf-8"))
+
+    def prune(self, generation: int) -> list[str]:
+        """Remove the records of generations ``<= generation - KEEP_GENERATIONS``; returns their paths."""
+        below = generation - KEEP_GENERATIONS
+        if below < 1:
+            return []
+        superseded = []
+        for name in self.io.list_names(self.lock_dir):
+            if not name.startswith(LOCK_PREFIX):
+                continue
+            number = name[len(LOCK_PREFIX) :].removesuffix(RELEASED_SUFFIX)
+            if number.isdigit() and int(number) <= below:
+                superseded.append(self.io.join(self.lock_dir, name))
+        if superseded:
+            discard_lock_records(self.io, superseded)
+        return superseded
 
     def _held_error(self, lease: LockLease) -> LockHeldError:
         return LockHeldError(self.table.uri, lease.owner, lease.expires_at_millis, lease.path)
