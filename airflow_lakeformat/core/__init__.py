@@ -3,21 +3,59 @@
 Imports neither airflow nor pyspark; the Spark jobs and the Airflow layer build on it.
 """
 
-from airflow_lakeformat.core.errors import (
-    CorruptMetadataError,
-    DuplicateFileError,
-    LakeformatError,
-    MissingMetadataError,
-    SnapshotNotFoundError,
-    TableNotFoundError,
-    TagNotFoundError,
-    UnsupportedFormatError,
-)
-from airflow_lakeformat.core.live_files import LiveFile, live_entries, live_files
-from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
-from airflow_lakeformat.core.schema import TableSchema
-from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
-from airflow_lakeformat.core.table import Table
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_lakeformat.core.errors import (
+        CorruptMetadataError,
+        DuplicateFileError,
+        LakeformatError,
+        MissingMetadataError,
+        SnapshotNotFoundError,
+        TableNotFoundError,
+        TagNotFoundError,
+        UnsupportedFormatError,
+    )
+    from airflow_lakeformat.core.live_files import LiveFile, live_entries, live_files
+    from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
+    from airflow_lakeformat.core.schema import TableSchema
+    from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
+    from airflow_lakeformat.core.table import Table
+
+# Resolved on first use: importing one submodule (the operators import ``core.errors`` while a DAG file is
+# parsed) must not load the Avro codecs, pyarrow and fsspec with it.
+_EXPORTS = {
+    "CorruptMetadataError": "errors",
+    "DuplicateFileError": "errors",
+    "LakeformatError": "errors",
+    "MissingMetadataError": "errors",
+    "SnapshotNotFoundError": "errors",
+    "TableNotFoundError": "errors",
+    "TagNotFoundError": "errors",
+    "UnsupportedFormatError": "errors",
+    "LiveFile": "live_files",
+    "live_entries": "live_files",
+    "live_files": "live_files",
+    "DataFileMeta": "manifest",
+    "FileKind": "manifest",
+    "ManifestEntry": "manifest",
+    "ManifestFileMeta": "manifest",
+    "TableSchema": "schema",
+    "CommitKind": "snapshot",
+    "Snapshot": "snapshot",
+    "Table": "table",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "CommitKind",
