@@ -1,45 +1,92 @@
 #!/usr/bin/env bash
-# THE demo command: set up, create a small partitioned Paimon table with the lakeformat CLI, write
-# three batches into it, compact its manifests and inspect it. (The Airflow demo arrives with the
-# Airflow layer.)
+# THE demo command: set up, then run the example DAGs in dags/ with `airflow dags test` against an embedded
+# default: a local warehouse (./demo-warehouse), Spark in local[2] mode, and a SQLite Airflow database
+# (./demo-airflow). Ingest writes four batches (one of them with spark-submit), the downstream DAGs see the
+# new snapshots, then maintenance compacts the small files, expires old snapshots, compacts the manifests
+# and removes an orphan file. The table is summarized before and after maintenance.
+#
+# Needs python3 >= 3.10 and, for the Spark step, Java 17 (JAVA_HOME, default
+# /usr/lib/jvm/java-17-openjdk-amd64). Each DAG run's full log is kept in demo-airflow/demo-logs/.
+# LAKEFORMAT_DEMO_DIR puts demo-warehouse/ and demo-airflow/ elsewhere (default: the repository).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ROOT="$PWD"
 
-bash scripts/setup.sh
-export PATH="$PWD/.venv/bin:$PATH"
+LAKEFORMAT_SKIP_PYPAIMON="${LAKEFORMAT_SKIP_PYPAIMON:-1}" bash scripts/setup.sh  # pypaimon: tests only
+export PATH="$ROOT/.venv/bin:$PATH"
 
-WAREHOUSE=demo-warehouse
-TABLE="$WAREHOUSE/db.db/events"
-rm -rf "$WAREHOUSE"
-mkdir -p "$WAREHOUSE/input"
+export JAVA_HOME="${JAVA_HOME:-/usr/lib/jvm/java-17-openjdk-amd64}"
+if [ ! -x "$JAVA_HOME/bin/java" ]; then
+  echo "demo.sh: error: no Java at JAVA_HOME=$JAVA_HOME; Spark needs Java 17 (set JAVA_HOME)" >&2
+  exit 1
+fi
+export PYSPARK_PYTHON="$ROOT/.venv/bin/python" SPARK_LOCAL_IP=127.0.0.1
 
-cat > "$WAREHOUSE/input/schema.json" <<'JSON'
-[
-  {"name": "dt", "type": "DATE"},
-  {"name": "country", "type": "STRING"},
-  {"name": "id", "type": "BIGINT NOT NULL"},
-  {"name": "amount", "type": "DECIMAL(10, 2)"},
-  {"name": "ts", "type": "TIMESTAMP(6)"}
-]
-JSON
-for batch in 1 2 3; do
-  {
-    echo "dt,country,id,amount,ts"
-    for i in $(seq 1 20); do
-      echo "2024-01-0$(( (i % 3) + 1 )),$([ $((i % 2)) -eq 0 ] && echo NL || echo FR),$((batch * 1000 + i)),$i.$((i % 100)),2024-01-01 10:00:0$((i % 10))"
-    done
-  } > "$WAREHOUSE/input/batch$batch.csv"
+DEMO_DIR="${LAKEFORMAT_DEMO_DIR:-$ROOT}"
+WAREHOUSE="$DEMO_DIR/demo-warehouse"
+TABLE="$WAREHOUSE/demo.db/events"
+export AIRFLOW_HOME="$DEMO_DIR/demo-airflow"
+LOGS="$AIRFLOW_HOME/demo-logs"
+rm -rf "$WAREHOUSE" "$AIRFLOW_HOME"
+mkdir -p "$WAREHOUSE" "$LOGS"
+
+export AIRFLOW__CORE__LOAD_EXAMPLES=False
+export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
+export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+export AIRFLOW_CONN_LAKEFORMAT_DEFAULT="{\"conn_type\": \"lakeformat\", \"host\": \"$WAREHOUSE\"}"
+export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}'
+export LAKEFORMAT_DEMO_WAREHOUSE="$WAREHOUSE"
+export LAKEFORMAT_SENSOR_POLL_INTERVAL=2
+export PYTHONWARNINGS=ignore  # keeps the task output below readable; the logs in $LOGS are complete
+
+RUNS=0
+run_dag() {  # run_dag DAG_ID [airflow dags test options...]
+  local dag="$1"; shift
+  RUNS=$((RUNS + 1))
+  local log="$LOGS/$(printf '%02d' "$RUNS")-$dag.log"
+  echo "-- airflow dags test $dag $*"
+  if ! airflow dags test "$dag" "$@" > "$log" 2>&1; then
+    python scripts/demo_report.py log "$log"
+    echo "demo.sh: error: $dag failed; its log: $log" >&2
+    tail -n 40 "$log" >&2
+    exit 1
+  fi
+  python scripts/demo_report.py log "$log"
+}
+
+echo "== Airflow metadata database (SQLite): $AIRFLOW_HOME"
+airflow db migrate > "$LOGS/00-db-migrate.log" 2>&1
+
+echo "== Ingest: three batches written in the worker, one by a Spark job (spark-submit, local[2])"
+for _ in 1 2 3; do
+  run_dag lakeformat_ingest
 done
+LAKEFORMAT_INGEST_EXECUTION=spark run_dag lakeformat_ingest
 
-echo "== lakeformat create-table"
-lakeformat create-table "$TABLE" --schema "$WAREHOUSE/input/schema.json" --partition-keys dt,country
-for batch in 1 2 3; do
-  echo "== lakeformat write (batch $batch)"
-  lakeformat write "$TABLE" --from "$WAREHOUSE/input/batch$batch.csv"
-done
-echo "== lakeformat compact-manifests --full"
-lakeformat compact-manifests "$TABLE" --full
-echo "== lakeformat snapshots"
-lakeformat snapshots "$TABLE"
-echo "== lakeformat inspect"
-lakeformat inspect "$TABLE"
+echo "== Downstream: the deferrable sensor (asked for a snapshot after 3) and the Asset-scheduled DAG"
+run_dag lakeformat_downstream_sensor --conf '{"after_snapshot_id": 3}'
+run_dag lakeformat_downstream_asset
+python scripts/demo_report.py assets "$TABLE"
+
+echo "== A crashed writer's leftover: a data file no snapshot references, two days old"
+PARTITION="$(find "$TABLE" -maxdepth 1 -type d -name 'dt=*' | head -n 1)"
+ORPHAN="$PARTITION/bucket-0/data-$(python -c 'import uuid; print(uuid.uuid4())')-0.parquet"
+echo "never committed" > "$ORPHAN"
+touch -d "2 days ago" "$ORPHAN"
+echo "   $ORPHAN"
+
+echo "== The table before maintenance"
+python scripts/demo_report.py summary "$TABLE" "$LOGS/before.json"
+
+# Retention is shortened for the demo (keep one snapshot, however young); the defaults keep 10 and 1 h.
+CONF='{"min_file_count": 2, "retain_min": 1, "older_than": "1 ms"'
+echo "== Manual maintenance, dry run (the Params' default): what each step would do"
+run_dag lakeformat_manual_maintenance --conf "$CONF}"
+echo "== Manual maintenance for real: compact data, expire snapshots, compact manifests, remove orphans"
+run_dag lakeformat_manual_maintenance --conf "$CONF, \"dry_run\": false}"
+echo "== Scheduled maintenance (a mapped task group per table): nothing left to do"
+LAKEFORMAT_MAINTENANCE_TABLES="$TABLE" run_dag lakeformat_maintenance
+
+echo "== Before -> after"
+python scripts/demo_report.py compare "$TABLE" "$LOGS/before.json"
+echo "== Done: $RUNS DAG runs; logs in $LOGS; inspect further with: .venv/bin/lakeformat inspect $TABLE"

@@ -113,10 +113,16 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         return args
 
     def summarize(self, result: Mapping[str, Any]) -> str:
-        verb = "would rewrite" if result.get("dryRun") else "rewrote"
-        committed = f"; committed snapshot {result['snapshotId']}" if result.get("snapshotId") else ""
+        where = result.get("table")
+        if not result.get("groups"):
+            return f"{where}: no group of at least the minimum file count to compact"
+        if result.get("dryRun"):
+            return (
+                f"{where}: would rewrite {result.get('filesRewritten')} files "
+                f"({result.get('bytesRewritten')} bytes) in {result.get('groups')} group(s)"
+            )
         return (
-            f"{result.get('table')}: {verb} {result.get('filesRewritten')} files in {result.get('groups')} "
-            f"group(s) into {result.get('filesWritten')} ({result.get('bytesRewritten')} -> "
-            f"{result.get('bytesWritten')} bytes){committed}"
+            f"{where}: rewrote {result.get('filesRewritten')} files in {result.get('groups')} group(s) into "
+            f"{result.get('filesWritten')} ({result.get('bytesRewritten')} -> {result.get('bytesWritten')} "
+            f"bytes); committed snapshot {result.get('snapshotId')}"
         )

@@ -1,0 +1,62 @@
+"""The README's demo command: the example DAGs run with `airflow dags test` against the embedded default
+(local warehouse, Spark local[2], SQLite) and the before/after summary shows what maintenance did."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
+
+
+def row(out: str, label: str) -> tuple[str, str]:
+    match = re.search(rf"^  {re.escape(label)}\s+(\S+) ->\s+(\S+)$", out, re.MULTILINE)
+    assert match, f"no before/after row {label!r} in:\n{out[-3000:]}"
+    return match[1], match[2]
+
+
+def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_path: Path) -> None:
+    # The demo sets its own Airflow environment; none of this session's may leak into it.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "LAKEFORMAT_"))}
+    env["LAKEFORMAT_DEMO_DIR"] = str(tmp_path)
+    proc = subprocess.run(
+        ["bash", "scripts/demo.sh"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, (out[-3000:], proc.stderr[-3000:])
+    table = tmp_path / "demo-warehouse" / "demo.db" / "events"
+    for dag in (
+        "lakeformat_ingest",
+        "lakeformat_downstream_sensor",
+        "lakeformat_downstream_asset",
+        "lakeformat_manual_maintenance",
+        "lakeformat_maintenance",
+    ):
+        assert f"-- airflow dags test {dag}" in out
+    assert out.count("run finished: success") == 9 and "run finished: failed" not in out
+    assert f"{table}: wrote 1000 rows in 1 file(s)" in out and "; snapshot 4 (spark)" in out
+    assert f"snapshot 4 (APPEND) of {table}: 1000 new records since snapshot 3" in out
+    assert f"Asset file://{table}: 4 events from lakeformat_ingest.write_batch, snapshots [1, 2, 3, 4]" in out
+    assert "would rewrite 4 files" in out and "rewrote 4 files in 1 group(s) into 1" in out
+    assert "expired snapshots 1..4; files {'data-file': 4," in out
+    assert "1 orphaned; deleted {'data-file': 1}" in out
+    assert row(out, "snapshots") == ("4", "2")
+    assert row(out, "latest commit kind") == ("APPEND", "COMPACT")
+    assert row(out, "live data files") == ("4", "1")
+    assert row(out, "live rows") == ("4000", "4000")
+    assert row(out, "manifests (latest)") == ("4", "1")
+    assert row(out, "data files on disk") == ("5", "1")  # the 4 compacted files and the orphan are gone
+    assert len(list(table.rglob("data-*.parquet"))) == 1
+    assert len(list((tmp_path / "demo-airflow" / "demo-logs").glob("*.log"))) == 10
