@@ -91,6 +91,15 @@ def build_tables(uris: list[str], options: dict[str, Any] | None = None) -> None
             append(table, 10 + i)
 
 
+def orders_with_old_orphan(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """``db.orders`` (4 appends) under a warehouse ``lakeformat_default`` points at, plus a 3-day-old orphan."""
+    uri = str(tmp_path / "wh" / "db.db" / "orders")
+    build_tables([uri])
+    orphan = plant_orphan(Table.open(uri), age_seconds=3 * 86400)
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    return uri, orphan
+
+
 def live_names(uri: str) -> list[str]:
     table = Table.open(uri)
     latest = table.snapshot_manager.latest_snapshot()
@@ -190,10 +199,7 @@ def test_maintenance_dag_on_seaweedfs(
 def test_maintenance_dag_with_spark_submit(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uri = str(tmp_path / "wh" / "db.db" / "orders")
-    build_tables([uri])
-    orphan = plant_orphan(Table.open(uri), age_seconds=3 * 86400)
-    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    uri, orphan = orders_with_old_orphan(tmp_path, monkeypatch)
     monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_TABLES", "db.orders")
     monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_EXECUTION", "spark")
     monkeypatch.setenv("LAKEFORMAT_MAINTENANCE_RETAIN_MIN", "1")
@@ -216,12 +222,9 @@ def test_maintenance_dag_with_spark_submit(
 def test_manual_maintenance_dry_run_then_for_real(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uri = str(tmp_path / "wh" / "db.db" / "orders")
-    build_tables([uri])
-    orphan = plant_orphan(Table.open(uri), age_seconds=3 * 86400)
+    uri, orphan = orders_with_old_orphan(tmp_path, monkeypatch)
     small_files = [Path(uri, "dt=2024-01-01", "bucket-0", name) for name in live_names(uri)]
     assert len(small_files) == 4
-    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
     conf = {"table": uri, "retain_min": 1, "older_than": "1 ms", "min_file_count": 2}
     run, _ = run_dag("lakeformat_manual_maintenance", run_conf=conf)  # dry_run defaults to True
     planned = run.get_task_instance("compact_data").xcom_pull(task_ids="compact_data")
