@@ -7,6 +7,7 @@ Settings come from the environment so the file parses without touching storage:
   warehouse (default: the demo table, ``$LAKEFORMAT_DEMO_WAREHOUSE/demo.db/events``).
 * ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), ``LAKEFORMAT_MAINTENANCE_EXECUTION`` (``auto``,
   ``local`` or ``spark``: where expiry and orphan cleanup run; manifest compaction always runs in the worker).
+* ``LAKEFORMAT_MAINTENANCE_DRY_RUN`` (default ``false``): ``true`` only reports what each step would do.
 * ``LAKEFORMAT_MAINTENANCE_RETAIN_MIN`` and ``LAKEFORMAT_MAINTENANCE_OLDER_THAN`` for expiry (default: the
   table's options); ``LAKEFORMAT_ORPHAN_OLDER_THAN`` (default ``1 d``) for orphan cleanup.
 
@@ -36,6 +37,7 @@ TABLES = [
 ]
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
 EXECUTION = os.environ.get("LAKEFORMAT_MAINTENANCE_EXECUTION", "auto")
+DRY_RUN = os.environ.get("LAKEFORMAT_MAINTENANCE_DRY_RUN", "false")
 
 with DAG(
     dag_id="lakeformat_maintenance",
@@ -56,6 +58,8 @@ with DAG(
             "lakeformat_conn_id": CONN_ID,
             "execution": EXECUTION,
             "lock_wait": timedelta(minutes=30),
+            # Expiry and orphan cleanup dry-run by default; this DAG exists to delete.
+            "dry_run": DRY_RUN,
         }
         expire = LakeformatExpireSnapshotsOperator(
             task_id="expire_snapshots",

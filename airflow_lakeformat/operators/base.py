@@ -223,7 +223,8 @@ class LakeformatBaseOperator(BaseOperator):
 class LakeformatMaintenanceOperator(LakeformatBaseOperator):
     """Base of maintenance operators: dry run, maintenance lock, and local or Spark execution.
 
-    :param dry_run: plan and report, change nothing. Templated.
+    :param dry_run: plan and report, change nothing. Templated. Default: True for the operators that delete
+        files (expiry, orphan cleanup), as in the core's Python API; False for the others.
     :param execution: ``"local"`` (in the worker), ``"spark"`` (spark-submit the job) or ``"auto"``
         (Spark from ``spark_min_files`` live files or ``spark_min_manifests`` manifests). Templated.
     :param spark_conn_id: the Spark connection (its host is the master). Templated.
@@ -247,11 +248,13 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         "spark_conf",
     )
     spark_job: ClassVar[str | None] = None  # the job under airflow_lakeformat/spark/jobs; None: local only
+    # Operators that delete files dry-run unless told otherwise: deleting must be asked for in the DAG.
+    deletes: ClassVar[bool] = False
 
     def __init__(
         self,
         *,
-        dry_run: bool | str = False,
+        dry_run: bool | str | None = None,
         execution: Execution | str = "auto",
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
@@ -274,7 +277,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         super().__init__(**kwargs)
         # BaseOperator.dry_run() is a legacy "render templates only" method that Airflow 3 no longer calls;
         # the parameter keeps the name users know from the CLI (--dry-run) and other table-format tools.
-        self.dry_run = dry_run  # type: ignore[method-assign, assignment]
+        self.dry_run = self.deletes if dry_run is None else dry_run  # type: ignore[method-assign, assignment]
         self.execution = execution
         if "{{" not in str(execution):
             self._check_execution(str(execution))

@@ -32,9 +32,9 @@ class LakeformatCompactManifestsOperator(LakeformatMaintenanceOperator):
 
     template_fields: Sequence[str] = (*LakeformatMaintenanceOperator.template_fields, "mode")
 
-    def __init__(self, *, mode: str = "full", dry_run: bool | str = False, **kwargs: Any) -> None:
+    def __init__(self, *, mode: str = "full", **kwargs: Any) -> None:
         kwargs.setdefault("execution", "local")
-        super().__init__(dry_run=dry_run, **kwargs)
+        super().__init__(**kwargs)
         if "{{" not in mode and mode not in MODES:
             raise ValueError(f"mode must be 'full' or 'minor', not {mode!r}")
         self.mode = mode

@@ -28,7 +28,8 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
     :param older_than: expire a snapshot only once its successor is older than this: a ``timedelta`` or
         Paimon's syntax (``"1 h"``; default: ``snapshot.time-retained``). Templated.
     :param max_deletes: snapshots expired per run (default: ``snapshot.expire.limit``, 50). Templated.
-    :param dry_run: report what would be deleted, delete nothing. Templated.
+    :param dry_run: report what would be deleted, delete nothing (default True: pass ``dry_run=False`` to
+        delete). Templated.
 
     The XCom result is the expiry result JSON (snapshots expired, files and bytes by kind, decisions)
     plus ``table`` and ``execution``.
@@ -42,6 +43,7 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
         "max_deletes",
     )
     spark_job = "expire_snapshots"
+    deletes = True
 
     def __init__(
         self,

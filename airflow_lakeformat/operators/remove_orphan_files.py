@@ -25,11 +25,13 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
     :param older_than: only files older than this are candidates: a ``timedelta`` or Paimon's syntax
         (default 1 day; under 1 hour is refused unless ``allow_short_older_than``). Templated.
     :param allow_short_older_than: accept ``older_than`` under 1 hour (only when no writer runs).
-    :param dry_run: report what would be deleted, delete nothing. Templated.
+    :param dry_run: report what would be deleted, delete nothing (default True: pass ``dry_run=False`` to
+        delete). Templated.
     """
 
     template_fields: Sequence[str] = (*LakeformatMaintenanceOperator.template_fields, "older_than")
     spark_job = "remove_orphan_files"
+    deletes = True
 
     def __init__(
         self,

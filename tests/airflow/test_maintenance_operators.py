@@ -230,3 +230,28 @@ def test_spark_job_failure_on_corrupt_metadata_fails_once_with_the_jobs_message(
     assert task_states(run)["compact_data"] == ("failed", 1), "exit code 4 (corrupt metadata) is not retried"
     message = str(module.FAILURES["lakeformat_test_spark_failure"])
     assert message.startswith(f"Spark job compact_data on {root} failed: {root}/snapshot/snapshot-1: ")
+
+
+def test_operators_that_delete_dry_run_unless_told_otherwise() -> None:
+    from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
+    from airflow_lakeformat.operators.compact_manifests import LakeformatCompactManifestsOperator
+    from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
+    from airflow_lakeformat.operators.remove_orphan_files import LakeformatRemoveOrphanFilesOperator
+
+    defaults = {
+        cls.__name__: cls(task_id=cls.__name__, table="db.t").is_dry_run
+        for cls in (
+            LakeformatExpireSnapshotsOperator,
+            LakeformatRemoveOrphanFilesOperator,
+            LakeformatCompactDataOperator,
+            LakeformatCompactManifestsOperator,
+        )
+    }
+    assert defaults == {
+        "LakeformatExpireSnapshotsOperator": True,
+        "LakeformatRemoveOrphanFilesOperator": True,
+        "LakeformatCompactDataOperator": False,
+        "LakeformatCompactManifestsOperator": False,
+    }
+    assert not LakeformatExpireSnapshotsOperator(task_id="x", table="db.t", dry_run=False).is_dry_run
+    assert not LakeformatRemoveOrphanFilesOperator(task_id="y", table="db.t", dry_run="false").is_dry_run

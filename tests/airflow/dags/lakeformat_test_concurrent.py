@@ -119,7 +119,7 @@ def arrive(params: dict[str, Any] | None = None) -> None:
 
 
 def _build(variant: str, run: str) -> DAG:
-    common: dict[str, Any] = {"retries": 0, "on_failure_callback": remember_failure}
+    common: dict[str, Any] = {"retries": 0, "on_failure_callback": remember_failure, "dry_run": False}
     if variant == "waits":
         common |= {"lock_wait": timedelta(minutes=2), "lock_poll_interval": 0.2}
     hold_until = "acquiring" if variant == "waits" else "failed"
