@@ -543,7 +543,7 @@ def _metadata_requests(
 # -- execution -----------------------------------------------------------------------------------
 
 
-def _check_plan_current(table: Table, plan: SnapshotExpiryPlan) -> None:
+def check_plan_current(table: Table, plan: SnapshotExpiryPlan) -> None:
     """Refuse a plan the table has moved away from (another expiry, a new tag, consumer or branch)."""
     if plan.begin is None or plan.end is None:
         return
@@ -584,7 +584,7 @@ def execute_snapshot_expiry(
             "this expiry plan was made with data_files=False: delete its data files first and pass "
             "data_phase_done=True"
         )
-    _check_plan_current(table, plan)
+    check_plan_current(table, plan)
     deleter = deleter or FileDeleter(table.io, dry_run=dry_run, progress=progress)
     if deleter.dry_run != dry_run:
         raise ValueError("the deleter's dry_run does not match the call's")

@@ -280,7 +280,7 @@ def names_in_manifest(table: Table, name: str) -> set[str]:
     return names
 
 
-def _read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], progress: Progress) -> int:
+def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], progress: Progress) -> int:
     """Add the file names of ``manifests`` to ``used``; returns how many manifests were read."""
     progress.start("reading manifests for the used set", len(manifests))
     try:
@@ -446,12 +446,12 @@ def plan_orphan_cleanup(
         progress.advance()
     progress.finish()
     listing = _merge_listings(parts)
-    empty = _old_empty_directories(table, tree_dirs, cutoff)
+    empty = old_empty_directories(table, tree_dirs, cutoff)
     if on_phase:
         on_phase("listed")
     used = collect_used_metadata(table)
     manifests = sorted(used.manifests)
-    _read_manifest_names(table, used, manifests, progress)
+    read_manifest_names(table, used, manifests, progress)
     if on_phase:
         on_phase("collected")
     return OrphanCleanupPlan(
@@ -467,7 +467,7 @@ def plan_orphan_cleanup(
     )
 
 
-def _old_empty_directories(table: Table, tree_dirs: list[str], cutoff: float) -> list[str]:
+def old_empty_directories(table: Table, tree_dirs: list[str], cutoff: float) -> list[str]:
     """Bucket and partition directories that hold nothing and were last changed before ``cutoff``."""
     if not table.io.is_local:
         return []
@@ -489,7 +489,7 @@ def refresh_used(table: Table, plan: OrphanCleanupPlan) -> set[str]:
     collect_used_metadata(table, plan.used)
     new = sorted(set(plan.used.manifests) - before - plan.manifests_read)
     if new:
-        _read_manifest_names(table, plan.used, new, NO_PROGRESS)
+        read_manifest_names(table, plan.used, new, NO_PROGRESS)
         plan.manifests_read.update(new)
     return plan.used.names
 

@@ -33,7 +33,7 @@ from airflow_lakeformat.core.maintenance.expiry import (
     Mark,
     SnapshotExpiryPlan,
     SnapshotExpiryResult,
-    _check_plan_current,
+    check_plan_current,
     data_file_requests,
     delta_marks,
     execute_snapshot_expiry,
@@ -157,7 +157,7 @@ def run(context: JobContext) -> dict[str, Any]:
     plan.data_files = _data_phase_requests(context, table, plan)
     # The driver-side operation checks before its data phase too: a new tag, consumer or branch, or
     # another expiry, must stop this run before anything is deleted.
-    _check_plan_current(table, plan)
+    check_plan_current(table, plan)
     report = merge_reports(args.dry_run, [])
     if plan.data_files:
         sc = context.spark.sparkContext

@@ -58,14 +58,14 @@ from airflow_lakeformat.core.maintenance.orphans import (
     OrphanCleanupPlan,
     OrphanCleanupResult,
     UsedMetadata,
-    _old_empty_directories,
-    _read_manifest_names,
     candidate_directories,
     check_older_than,
     classify,
     collect_used_metadata,
     list_candidates,
     names_in_manifest,
+    old_empty_directories,
+    read_manifest_names,
     refresh_used,
 )
 from airflow_lakeformat.core.options import parse_duration
@@ -326,7 +326,7 @@ def run(context: JobContext) -> dict[str, Any]:
     files_listed, too_recent, no_mtime, directories_listed, candidates = listed.map(lambda d: d[0]).fold(
         (0, 0, 0, 0, 0), _sum_counts
     )
-    empty = _old_empty_directories(table, tree_dirs, cutoff)
+    empty = old_empty_directories(table, tree_dirs, cutoff)
 
     # 2. The used set: metadata on the driver, data file names read by executors, straight into
     # 3. the anti-join: one shuffle on file name, then a set difference per partition.
@@ -349,7 +349,7 @@ def run(context: JobContext) -> dict[str, Any]:
     orphan_count = rows - len(missing)
     if missing:
         # The core's rule, on the core's code: skipped if every owner vanished, else MissingMetadataError.
-        _read_manifest_names(table, used, missing, NO_PROGRESS)
+        read_manifest_names(table, used, missing, NO_PROGRESS)
 
     # 4. Fold in what was committed since, and let every executor re-check each batch again.
     plan = OrphanCleanupPlan(
