@@ -125,6 +125,12 @@ class Table:
             self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
         )
 
+    def manifest_file_names(self, name: str, referenced_by: str = "a manifest list") -> list[str]:
+        """The file names a manifest's entries mention, without decoding their statistics."""
+        return avro.manifest_file_names(
+            self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
+        )
+
     def manifest_with_schema(
         self, name: str, referenced_by: str = "a manifest list"
     ) -> tuple[list[ManifestEntry], dict[str, Any]]:

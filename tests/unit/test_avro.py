@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import datetime, timezone
+from pathlib import Path
 
 import fastavro
 import pytest
@@ -240,3 +241,74 @@ def test_unknown_codec_option_is_refused() -> None:
 def test_schema_constants_are_valid_avro() -> None:
     for schema in (avro.manifest_entry_schema(), avro.manifest_file_meta_schema()):
         fastavro.parse_schema(json.loads(json.dumps(schema)))
+
+
+def _full_decode_names(data: bytes) -> list[str]:
+    return [n for e in avro.decode_manifest(data, "m") for n in (e.file.file_name, *e.file.extra_files)]
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy", "zstandard"])
+def test_file_names_only_equal_the_full_decode(codec: str) -> None:
+    java = avro.encode_manifest(
+        [
+            _java_entry("a.parquet", extra_files=["a.parquet.index"]),
+            _java_entry("b.parquet", FileKind.DELETE),
+            _java_entry("c.orc", extra_files=["c.idx", "c.dv"]),
+        ],
+        compression={"null": "none", "zstandard": "zstd"}.get(codec, codec),
+    )
+    assert avro.manifest_file_names(java, "m") == [
+        "a.parquet", "a.parquet.index", "b.parquet", "c.orc", "c.idx", "c.dv"
+    ]  # fmt: skip
+    nullable_08 = _write(
+        paimon_08_entry_schema(), [_record_08(1, "f1.parquet"), _record_08(0, "f2.parquet")], codec
+    )
+    for data in (java, nullable_08):
+        assert avro.manifest_file_names(data, "m") == _full_decode_names(data)
+
+
+def test_file_names_only_equal_the_full_decode_on_pypaimon_manifests(sample_tables: Path) -> None:
+    manifests = [
+        p for p in sample_tables.glob("*/manifest/manifest-*") if not p.name.startswith("manifest-list-")
+    ]
+    assert len(manifests) >= 10
+    for path in manifests:
+        data = path.read_bytes()
+        names = avro.manifest_file_names(data, str(path))
+        assert names and names == _full_decode_names(data), path
+
+
+def test_file_names_only_fall_back_to_the_full_decode_for_schemas_they_cannot_project() -> None:
+    # _FILE's record type is defined by an earlier field and referenced by name: no projection keeps it.
+    file_type = avro.manifest_entry_schema()["fields"][5]["type"]
+    assert file_type["name"].endswith("_FILE")
+    schema = dict(avro.manifest_entry_schema())
+    schema["fields"] = [{"name": "_PREVIOUS", "type": file_type}] + [
+        {**f, "type": file_type["name"]} if f["name"] == "_FILE" else f for f in schema["fields"]
+    ]
+    records = [
+        {**e.record, "_PREVIOUS": e.record["_FILE"]} for e in (_java_entry("x.parquet", extra_files=["x.i"]),)
+    ]
+    data = avro.encode(schema, records)
+    assert avro.manifest_file_names(data, "m") == ["x.parquet", "x.i"] == _full_decode_names(data)
+
+
+def test_file_names_only_refuse_what_the_full_decode_refuses() -> None:
+    record = _java_entry("a.parquet").record
+    record["_VERSION"] = 1
+    with pytest.raises(UnsupportedFormatError, match=r"manifest-old.*_VERSION 1"):
+        avro.manifest_file_names(avro.encode(avro.manifest_entry_schema(), [record]), "manifest-old")
+    data = avro.encode_manifest([_java_entry(f"f{i}.parquet") for i in range(50)])
+    for cut in (10, 60, -5):
+        with pytest.raises(CorruptMetadataError, match="manifest-trunc"):
+            avro.manifest_file_names(data[:cut], "manifest-trunc")
+    with pytest.raises(CorruptMetadataError, match="manifest-garbage"):
+        avro.manifest_file_names(b"{not avro}", "manifest-garbage")
+    meta = ManifestFileMeta(
+        {
+            "_VERSION": 2, "_FILE_NAME": "m", "_FILE_SIZE": 1, "_NUM_ADDED_FILES": 0, "_NUM_DELETED_FILES": 0,
+            "_PARTITION_STATS": SimpleStats(EMPTY, EMPTY, []).to_record(), "_SCHEMA_ID": 0,
+        }
+    )  # fmt: skip
+    with pytest.raises(CorruptMetadataError, match="wrong-kind: manifest entry is malformed"):
+        avro.manifest_file_names(avro.encode_manifest_list([meta]), "wrong-kind")

@@ -273,11 +273,7 @@ def collect_used_metadata(table: Table, used: UsedMetadata | None = None) -> Use
 
 def names_in_manifest(table: Table, name: str) -> set[str]:
     """Data, changelog and extra file names a manifest mentions (ADD and DELETE entries alike)."""
-    names: set[str] = set()
-    for entry in table.manifest(name):
-        names.add(entry.file.file_name)
-        names.update(entry.file.extra_files)
-    return names
+    return set(table.manifest_file_names(name))
 
 
 def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], progress: Progress) -> int:
@@ -295,9 +291,7 @@ def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], 
                     progress.advance()
                     continue
                 raise MissingMetadataError(table.io.uri(table.manifest_path(name)), ", ".join(owners[:3]))
-            for entry in avro.decode_manifest(data, table.io.uri(table.manifest_path(name))):
-                used.names.add(entry.file.file_name)
-                used.names.update(entry.file.extra_files)
+            used.names.update(avro.manifest_file_names(data, table.io.uri(table.manifest_path(name))))
             progress.advance()
         return len(manifests)
     finally:
