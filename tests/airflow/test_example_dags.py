@@ -319,6 +319,16 @@ def test_ingest_with_spark_submit(examples: None, tmp_path: Path, monkeypatch: p
     )
 
 
+def sensed_table(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The sensor DAG's table, with snapshots 1-3 of 5, 6 and 7 rows."""
+    uri = str(tmp_path / "wh" / "demo.db" / "events")
+    table = make_table(uri)
+    for i in range(3):
+        append(table, 5 + i)
+    monkeypatch.setenv("LAKEFORMAT_DEMO_TABLE", uri)
+    return uri
+
+
 def test_sensor_dag_defers_ignores_compact_and_resumes(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -326,11 +336,7 @@ def test_sensor_dag_defers_ignores_compact_and_resumes(
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    uri = str(tmp_path / "wh" / "demo.db" / "events")
-    table = make_table(uri)
-    for i in range(3):
-        append(table, 5 + i)
-    monkeypatch.setenv("LAKEFORMAT_DEMO_TABLE", uri)
+    uri = sensed_table(tmp_path, monkeypatch)
     monkeypatch.setenv("LAKEFORMAT_SENSOR_POLL_INTERVAL", "0.5")
     monkeypatch.setenv("LAKEFORMAT_SENSOR_TIMEOUT", "300")
     set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
@@ -370,13 +376,10 @@ def test_sensor_dag_defers_ignores_compact_and_resumes(
 def test_sensor_dag_with_an_explicit_snapshot_id_matches_at_once(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    uri = str(tmp_path / "wh" / "demo.db" / "events")
-    table = make_table(uri)
-    for i in range(3):
-        append(table, 5 + i)
-    monkeypatch.setenv("LAKEFORMAT_DEMO_TABLE", uri)
+    uri = sensed_table(tmp_path, monkeypatch)
     set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
     run, _ = run_dag("lakeformat_downstream_sensor", run_conf={"after_snapshot_id": 1})
     matched = run.get_task_instance("wait_for_snapshot").xcom_pull(task_ids="wait_for_snapshot")
     # The newest matching snapshot, with the records of every snapshot after the given id (6 + 7).
     assert (matched["id"], matched["afterSnapshotId"], matched["newRecords"]) == (3, 1, 13)
+    assert matched["table"] == uri
