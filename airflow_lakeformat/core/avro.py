@@ -254,25 +254,25 @@ def manifest_file_names(data: bytes, path: str) -> list[str]:
         reader_schema = None  # read_records below reports an unreadable file with its name
     if reader_schema is None:
         return [name for e in decode_manifest(data, path) for name in (e.file.file_name, *e.file.extra_files)]
-    try:
-        records = cast(
-            list[dict[str, Any]], list(fastavro.reader(io.BytesIO(data), reader_schema=reader_schema))
-        )
-    except Exception as exc:
-        if "you need to install" in str(exc):
-            raise CodecUnavailableError(path, str(exc)) from exc
-        raise CorruptMetadataError(path, f"not a readable Avro file ({type(exc).__name__}: {exc})") from exc
-    _check_versions(records, path)
     names: list[str] = []
     try:
-        for record in records:
+        # Streamed: one small record at a time instead of a list of every entry of the manifest.
+        for item in fastavro.reader(io.BytesIO(data), reader_schema=reader_schema):
+            record = cast(dict[str, Any], item)
+            _check_versions((record,), path)
             file = record["_FILE"]
             names.append(file["_FILE_NAME"])
             names.extend(file.get("_EXTRA_FILES") or ())
+    except (CorruptMetadataError, UnsupportedFormatError):
+        raise
     except (KeyError, TypeError) as exc:
         raise CorruptMetadataError(
             path, f"manifest entry is malformed ({type(exc).__name__}: {exc})"
         ) from exc
+    except Exception as exc:  # fastavro raises many types (EOFError, ValueError, ...)
+        if "you need to install" in str(exc):
+            raise CodecUnavailableError(path, str(exc)) from exc
+        raise CorruptMetadataError(path, f"not a readable Avro file ({type(exc).__name__}: {exc})") from exc
     return names
 
 

@@ -36,6 +36,7 @@ from airflow_lakeformat.core.errors import (
     SnapshotNotFoundError,
 )
 from airflow_lakeformat.core.io import FileIO
+from airflow_lakeformat.core.live_files import gc_paused
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.references import resolve_table_path, snapshot_references
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
@@ -283,16 +284,18 @@ def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], 
         fetched = table.parallel_imap(lambda n: (n, _fetch_or_none(table, n)), manifests)
         from airflow_lakeformat.core import avro
 
-        for name, data in fetched:
-            if data is None:
-                owners = used.manifests.get(name, [])
-                if owners and all(_owner_vanished(table, owner) for owner in owners):
-                    used.skipped_vanished += 1
-                    progress.advance()
-                    continue
-                raise MissingMetadataError(table.io.uri(table.manifest_path(name)), ", ".join(owners[:3]))
-            used.names.update(avro.manifest_file_names(data, table.io.uri(table.manifest_path(name))))
-            progress.advance()
+        # Paused: each collection would walk the listing's million candidates (bench/README.md).
+        with gc_paused():
+            for name, data in fetched:
+                if data is None:
+                    owners = used.manifests.get(name, [])
+                    if owners and all(_owner_vanished(table, owner) for owner in owners):
+                        used.skipped_vanished += 1
+                        progress.advance()
+                        continue
+                    raise MissingMetadataError(table.io.uri(table.manifest_path(name)), ", ".join(owners[:3]))
+                used.names.update(avro.manifest_file_names(data, table.io.uri(table.manifest_path(name))))
+                progress.advance()
         return len(manifests)
     finally:
         progress.finish()
