@@ -18,22 +18,11 @@ from airflow_lakeformat.core.maintenance.orphans import (
     remove_orphan_files,
 )
 from airflow_lakeformat.core.table import Table
-from tests.support.maintenance import OLD, assert_intact, build_history, tree
+from tests.support.maintenance import OLD, OLD_ORPHANS, assert_intact, build_history, plant_files, tree
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 
 NOW = time.time()
 
-OLD_ORPHANS = [
-    "manifest/manifest-0000-orphan-0",
-    "manifest/manifest-list-0000-orphan-1",
-    "index/index-0000-orphan-0",
-    "statistics/stat-0000-orphan-0",
-    "dt=d0/bucket-0/data-0000-orphan-0.parquet",
-    "dt=d1/bucket-0/data-0000-orphan-1.parquet",
-    "dt=d2/bucket-0/data-0000-orphan-2.parquet.index",
-    "snapshot/.snapshot-99.1234.tmp",
-    "snapshot/snapshot-12abcd.tmp",
-]
 FRESH = [
     "manifest/manifest-1111-fresh-0",
     "dt=d0/bucket-0/data-1111-fresh-0.parquet",
@@ -47,22 +36,13 @@ NEVER = [
 ]
 
 
-def _plant(root: Path, names: list[str], mtime: float | None) -> None:
-    for name in names:
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"orphan")
-        if mtime is not None:
-            os.utime(path, (mtime, mtime))
-
-
 def _table_with_orphans(root: Path) -> Table:
     history = build_history(root, snapshots=8)
     history.builder.tag("t3", history.builder.snapshots[2])
     (root / "tag" / "tag-gone-but-json").unlink(missing_ok=True)
-    _plant(root, OLD_ORPHANS, OLD)
-    _plant(root, FRESH, None)
-    _plant(root, [n for n in NEVER if not n.startswith("tag/")], OLD)
+    plant_files(root, OLD_ORPHANS, OLD)
+    plant_files(root, FRESH, None)
+    plant_files(root, [n for n in NEVER if not n.startswith("tag/")], OLD)
     (root / "dt=d9" / "bucket-3").mkdir(parents=True)  # an empty, old bucket directory
     os.utime(root / "dt=d9" / "bucket-3", (OLD, OLD))
     return Table.open(str(root))

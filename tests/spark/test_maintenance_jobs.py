@@ -23,24 +23,13 @@ from airflow_lakeformat.spark.jobs import expire_snapshots as expire_job
 from airflow_lakeformat.spark.jobs import remove_orphan_files as orphan_job
 from airflow_lakeformat.spark.jobs.remove_orphan_files import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.runtime import ERROR_PREFIX
-from tests.support.maintenance import OLD, assert_intact, build_history, tree
+from tests.support.maintenance import OLD, OLD_ORPHANS, assert_intact, build_history, plant_files, tree
 from tests.support.pypaimon import run_oracle_batch
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 from tests.support.spark import SparkRun, run_job
 
 pytestmark = pytest.mark.spark
 
-OLD_ORPHANS = [
-    "manifest/manifest-0000-orphan-0",
-    "manifest/manifest-list-0000-orphan-1",
-    "index/index-0000-orphan-0",
-    "statistics/stat-0000-orphan-0",
-    "dt=d0/bucket-0/data-0000-orphan-0.parquet",
-    "dt=d1/bucket-0/data-0000-orphan-1.parquet",
-    "dt=d2/bucket-0/data-0000-orphan-2.parquet.index",
-    "snapshot/.snapshot-99.1234.tmp",
-    "snapshot/snapshot-12abcd.tmp",
-]
 FRESH = ["manifest/manifest-1111-fresh-0", "dt=d0/bucket-0/data-1111-fresh-0.parquet"]
 OUTSIDE_LAYOUT = [
     "dt=d0/bucket-0/pack-0.managed.blob",
@@ -51,22 +40,13 @@ OUTSIDE_LAYOUT = [
 VOLATILE = frozenset({"table", "durationSeconds", "job", "mode"})
 
 
-def _plant(root: Path, names: list[str], mtime: float | None) -> None:
-    for name in names:
-        path = root / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(b"orphan")
-        if mtime is not None:
-            os.utime(path, (mtime, mtime))
-
-
 def _history_with_orphans(root: Path, snapshots: int = 8) -> None:
     """build_history plus a tag, old orphans everywhere, fresh files and files outside the layout."""
     history = build_history(root, snapshots=snapshots)
     history.builder.tag("t3", history.builder.snapshots[2])
-    _plant(root, OLD_ORPHANS, OLD)
-    _plant(root, FRESH, None)
-    _plant(root, OUTSIDE_LAYOUT, OLD)
+    plant_files(root, OLD_ORPHANS, OLD)
+    plant_files(root, FRESH, None)
+    plant_files(root, OUTSIDE_LAYOUT, OLD)
     (root / "dt=d9" / "bucket-3").mkdir(parents=True)  # an old, empty bucket directory
     os.utime(root / "dt=d9" / "bucket-3", (OLD, OLD))
 
@@ -307,7 +287,7 @@ def test_pypaimon_reads_the_same_rows_after_both_jobs(
         "manifest/manifest-0000-orphan-0",
         "snapshot/.tmp-1",
     ]
-    _plant(pk, planted, OLD)
+    plant_files(pk, planted, OLD)
     reads = [["read", pk], ["read", tagged], ["read", tagged, "--tag", "before_overwrite"]]
     reads.append(["read", tagged, "--tag", "after"])
     rows_before = run_oracle_batch(reads)

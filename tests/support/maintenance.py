@@ -97,3 +97,27 @@ def assert_intact(table: Table, from_id: int | None = None) -> int:
         assert not missing, f"snapshot/tag {owner.id} lost {sorted(missing)[:5]}"
         checked += 1
     return checked
+
+
+# Unreferenced files of every kind orphan cleanup removes, in every location Paimon writes to.
+OLD_ORPHANS = [
+    "manifest/manifest-0000-orphan-0",
+    "manifest/manifest-list-0000-orphan-1",
+    "index/index-0000-orphan-0",
+    "statistics/stat-0000-orphan-0",
+    "dt=d0/bucket-0/data-0000-orphan-0.parquet",
+    "dt=d1/bucket-0/data-0000-orphan-1.parquet",
+    "dt=d2/bucket-0/data-0000-orphan-2.parquet.index",
+    "snapshot/.snapshot-99.1234.tmp",
+    "snapshot/snapshot-12abcd.tmp",
+]
+
+
+def plant_files(root: Path, names: list[str], mtime: float | None) -> None:
+    """Write each relative name under ``root``, aged to ``mtime`` when given."""
+    for name in names:
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(b"orphan")
+        if mtime is not None:
+            os.utime(path, (mtime, mtime))
