@@ -12,14 +12,20 @@ if [ -z "$UV" ]; then
   fi
 fi
 common=(--python-version 3.11 --no-header)
-{
-  echo "# Main dev/test environment for python 3.11. Regenerate with: bash scripts/lock.sh"
-  "$UV" pip compile "${common[@]}" pyproject.toml requirements/dev.in --extra dev --override requirements/overrides.txt "$@"
-} > requirements/dev.lock.tmp
-mv requirements/dev.lock.tmp requirements/dev.lock
-{
-  echo "# Separate pypaimon interop environment (.venv-pypaimon) for python 3.11. Regenerate with: bash scripts/lock.sh"
-  "$UV" pip compile "${common[@]}" requirements/pypaimon.in "$@"
-} > requirements/pypaimon.lock.tmp
-mv requirements/pypaimon.lock.tmp requirements/pypaimon.lock
+# The current lock is handed to uv as the output file's previous contents, so adding a dependency keeps
+# every existing pin unless it must move (uv prefers the pins of an existing -o file).
+lock() {  # lock OUT HEADER ARGS...
+  local out="$1" header="$2"; shift 2
+  local tmp; tmp="$(mktemp)"
+  [ -f "$out" ] && grep -v '^# .*Regenerate with' "$out" > "$tmp"
+  "$UV" pip compile --quiet "${common[@]}" "$@" -o "$tmp" >/dev/null
+  { echo "$header"; cat "$tmp"; } > "$out.tmp"
+  rm -f "$tmp"
+  mv "$out.tmp" "$out"
+}
+lock requirements/dev.lock "# Main dev/test environment for python 3.11. Regenerate with: bash scripts/lock.sh" \
+  pyproject.toml requirements/dev.in --extra dev --override requirements/overrides.txt "$@"
+lock requirements/pypaimon.lock \
+  "# Separate pypaimon interop environment (.venv-pypaimon) for python 3.11. Regenerate with: bash scripts/lock.sh" \
+  requirements/pypaimon.in "$@"
 echo "lock.sh: wrote requirements/dev.lock ($(grep -c '==' requirements/dev.lock) pins) and requirements/pypaimon.lock ($(grep -c '==' requirements/pypaimon.lock) pins)"
