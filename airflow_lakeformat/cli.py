@@ -22,7 +22,9 @@ code  meaning
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -31,7 +33,7 @@ from typing import Any, TextIO
 from airflow_lakeformat import __version__
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.arrow_types import fields_from_arrow, fields_from_arrow_json
-from airflow_lakeformat.core.commit import Committer
+from airflow_lakeformat.core.commit import CommitResult, Committer
 from airflow_lakeformat.core.create import create_table, schema_from_fields
 
 # The exit codes are part of this module's contract (scripts and tests use cli.EXIT_*): re-exported.
@@ -46,25 +48,22 @@ from airflow_lakeformat.core.errors import EXIT_NOT_FOUND as EXIT_NOT_FOUND
 from airflow_lakeformat.core.errors import EXIT_UNSUPPORTED as EXIT_UNSUPPORTED
 from airflow_lakeformat.core.errors import EXIT_USAGE as EXIT_USAGE
 from airflow_lakeformat.core.errors import (
-    CommitConflictError,
-    CommitRetriesExhaustedError,
     LakeformatError,
-    RegisterError,
     exit_code_for,
 )
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
 from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
 from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_duration
-from airflow_lakeformat.core.paths import DataFilePaths, parse_overwrite_spec
+from airflow_lakeformat.core.paths import parse_overwrite_spec
 from airflow_lakeformat.core.register import read_source, register_files, write_data_files
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.written_files import commit_written_files
 
 
 def load_fields(path: str) -> list[dict[str, Any]]:
@@ -313,32 +312,52 @@ def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def _commit_files(args: argparse.Namespace, table: Table, added: list[ManifestEntry], out: TextIO) -> None:
+    """Commit files the user placed (``commit --add``): never ours to discard, whatever the outcome."""
     committer = Committer(table, args.commit_user)
     deletes = (
-        committer.overwrite_entries(parse_overwrite_spec(args.overwrite))
+        committer.overwrite_entries(parse_overwrite_spec(args.overwrite), added)
         if args.overwrite is not None
         else []
     )
-    identifier = args.commit_identifier if args.commit_identifier is not None else BATCH_COMMIT_IDENTIFIER
     kind = CommitKind.OVERWRITE if args.overwrite is not None else CommitKind.APPEND
     result = committer.commit(
-        [*deletes, *added], kind=kind, commit_identifier=identifier, check_conflicts=True
+        [*deletes, *added], kind=kind, commit_identifier=_identifier(args), check_conflicts=True
     )
+    _print_commit(args, table, result, added, deletes, out)
+
+
+def _identifier(args: argparse.Namespace) -> int:
+    return args.commit_identifier if args.commit_identifier is not None else BATCH_COMMIT_IDENTIFIER
+
+
+def _print_commit(
+    args: argparse.Namespace,
+    table: Table,
+    result: CommitResult,
+    added: list[ManifestEntry],
+    deletes: list[ManifestEntry],
+    out: TextIO,
+    discarded: int = 0,
+) -> None:
     document = {
         "table": table.uri,
         **result.to_json(),
-        "filesAdded": len(added),
-        "filesDeleted": len(deletes),
-        "rowsAdded": sum(e.file.row_count for e in added),
+        "filesAdded": 0 if result.already_committed else len(added),
+        "filesDeleted": 0 if result.already_committed else len(deletes),
+        "rowsAdded": 0 if result.already_committed else sum(e.file.row_count for e in added),
+        "filesDiscarded": discarded,
     }
     if args.json:
         _emit_json(document, out)
         return
     state = "already committed as" if result.already_committed else "committed"
-    out.write(
+    line = (
         f"{state} snapshot {result.snapshot.id} ({result.snapshot.commit_kind.value}): "
-        f"+{len(added)} files, -{len(deletes)} files\n"
+        f"+{document['filesAdded']} files, -{document['filesDeleted']} files"
     )
+    if discarded:
+        line += f" ({discarded} files this run wrote were discarded)"
+    out.write(line + "\n")
 
 
 def cmd_commit(args: argparse.Namespace, out: TextIO) -> None:
@@ -349,16 +368,16 @@ def cmd_commit(args: argparse.Namespace, out: TextIO) -> None:
 def cmd_write(args: argparse.Namespace, out: TextIO) -> None:
     table = _open(args)
     data = read_source(args.source, parse_storage_options(args.storage_option))
+    overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
     added = write_data_files(table, data)
-    try:
-        _commit_files(args, table, added, out)
-    except (CommitConflictError, CommitRetriesExhaustedError, RegisterError, ValueError):
-        # Definitely not published: the files we just wrote are referenced by nothing.
-        paths = DataFilePaths(table.schema)
-        discard_unpublished(
-            table.io, [table.io.join(table.root, paths.relative_path(e)) for e in added], "data-file"
-        )
-        raise
+    done = commit_written_files(
+        Committer(table, args.commit_user),
+        added,
+        overwrite=args.overwrite is not None,
+        partition_filter=overwrite,
+        commit_identifier=_identifier(args),
+    )
+    _print_commit(args, table, done.result, added, done.deletes, out, done.discarded)
 
 
 def _split(text: str | None) -> list[str]:
@@ -477,12 +496,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     out = out or sys.stdout
     try:
         args.func(args, out)
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (``lakeformat files T --json | head -1``): stop quietly, as Unix tools do,
+        # with SIGPIPE's conventional status. Point stdout at /dev/null so the interpreter's own final
+        # flush of the unwritten rest cannot fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
     except (LakeformatError, OSError, ValueError) as exc:
         if args.debug:
             raise

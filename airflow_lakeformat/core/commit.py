@@ -51,7 +51,7 @@ from airflow_lakeformat.core.manifest import (
 )
 from airflow_lakeformat.core.manifest_merge import ManifestMergeResult, merge_manifests, partition_may_contain
 from airflow_lakeformat.core.manifest_writer import RollingManifestWriter
-from airflow_lakeformat.core.paths import PartitionCodec
+from airflow_lakeformat.core.paths import PartitionCodec, PartitionFilter
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.table import Table
 
@@ -226,32 +226,35 @@ class Committer:
 
     # -- one attempt ---------------------------------------------------------------------------
 
-    def overwrite_entries(self, partition_filter: Mapping[str, str] | None) -> list[ManifestEntry]:
+    def overwrite_entries(
+        self,
+        partition_filter: Mapping[str, str | None] | None,
+        added: Sequence[ManifestEntry] = (),
+    ) -> list[ManifestEntry]:
         """DELETE entries for every live file of the partitions matching ``partition_filter``.
 
-        The filter maps partition keys to values as a user writes them (``dt=2024-01-01``): a value
-        matches the key's JSON rendering or its directory name. ``None`` matches the whole table.
+        Partitions are matched by value as Paimon does (:class:`~airflow_lakeformat.core.paths.PartitionFilter`):
+        the default partition name means NULL only, never the blank strings that share its directory.
+        ``None`` matches the whole table. Like Paimon's ``FileStoreCommitImpl.overwrite``, files being
+        ``added`` must lie inside the overwritten partition: rows outside it would survive an overwrite
+        that was meant to replace them, so that is refused with :class:`ValueError`.
         """
+        selected = PartitionFilter(
+            PartitionCodec(self.table.schema),
+            [partition_filter] if partition_filter else None,
+            "overwrite",
+        )
+        for entry in added:
+            if not selected(entry.partition):
+                raise ValueError(
+                    f"overwrite of partition {dict(partition_filter or {})}: the new file "
+                    f"{entry.file.file_name} holds rows of partition "
+                    f"{selected.codec.to_json(entry.partition)}, outside it"
+                )
         latest = self.table.snapshot_manager.latest_snapshot()
         if latest is None:
             return []
-        codec = PartitionCodec(self.table.schema)
-        unknown = set(partition_filter or {}) - set(codec.keys)
-        if unknown:
-            raise ValueError(
-                f"{sorted(unknown)} are not partition keys (keys: {', '.join(codec.keys) or 'none'})"
-            )
-
-        def matches(partition: bytes) -> bool:
-            if not partition_filter:
-                return True
-            rendered, names = codec.to_json(partition), codec.spec(partition)
-            return all(
-                v in (str(rendered[k]) if rendered[k] is not None else None, names[k])
-                for k, v in partition_filter.items()
-            )
-
-        return [e.to_delete() for e in live_entries(self.table, latest) if matches(e.partition)]
+        return [e.to_delete() for e in live_entries(self.table, latest) if selected(e.partition)]
 
     def _refuse_unsupported(self, rewrites_live_files: bool) -> None:
         options = self.table.schema.table_options

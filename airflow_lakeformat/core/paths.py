@@ -9,13 +9,15 @@ escape a fixed character set as ``%XX``.
 
 from __future__ import annotations
 
+import json
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_lakeformat.core import binary_row
 from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.schema import TableSchema
+from airflow_lakeformat.core.types import CHARACTER_ROOTS, DataType
 from airflow_lakeformat.core.values import cast_partition_string, legacy_partition_string, to_json_value
 
 SNAPSHOT_DIR = "snapshot"
@@ -42,20 +44,34 @@ POSTPONE_BUCKET = -2
 _ESCAPED = frozenset([*map(chr, range(0x20)), "\x7f", *"\"#%'*/:=?\\{}[]^"])
 
 
-def parse_partition_spec(spec: Mapping[str, Any] | str | None) -> dict[str, str] | None:
-    """A partition filter from ``"dt=2024-01-01,region=eu"`` or a dict; ``"*"``, empty or None -> None.
+PartitionSpec = dict[str, "str | None"]
+"""A user's partition selection: key -> value as text, ``None`` (or the default partition name) for NULL."""
 
-    None means the whole table. Keys and values are stripped of surrounding blanks; a part without
-    ``=`` raises :class:`ValueError` naming the spec.
+
+def parse_partition_spec(spec: Mapping[str, Any] | str | None) -> PartitionSpec | None:
+    """A partition filter from ``"dt=2024-01-01,region=eu"``, a JSON object or a dict; ``"*"``, empty or None -> None.
+
+    None means the whole table. In the ``k=v`` form keys and values are stripped of surrounding blanks,
+    so values with blanks, commas or a leading ``{`` are written as a JSON object instead
+    (``'{"p": " ", "q": null}'``), which keeps every value exactly; JSON ``null`` selects NULL, as the
+    default partition name does. A part without ``=`` raises :class:`ValueError` naming the spec.
     """
     if spec is None:
         return None
     if isinstance(spec, Mapping):
-        return {str(k): str(v) for k, v in spec.items()} or None
+        return {str(k): _spec_value(v) for k, v in spec.items()} or None
     text = str(spec).strip()
     if text in ("", "*"):
         return None
-    pairs: dict[str, str] = {}
+    if text.startswith("{"):
+        try:
+            document = json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"partition spec {text!r} is not a JSON object: {exc}") from None
+        if not isinstance(document, dict):
+            raise ValueError(f"partition spec {text!r} is not a JSON object")
+        return parse_partition_spec(document)
+    pairs: PartitionSpec = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
             continue
@@ -66,7 +82,30 @@ def parse_partition_spec(spec: Mapping[str, Any] | str | None) -> dict[str, str]
     return pairs or None
 
 
-def parse_overwrite_spec(spec: Mapping[str, Any] | str) -> dict[str, str] | None:
+def _spec_value(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list)):
+        raise ValueError(f"partition value {value!r} is not a scalar")
+    return str(value)
+
+
+def format_partition_spec(spec: Mapping[str, str | None] | None) -> str:
+    """The text form :func:`parse_partition_spec` reads back to ``spec`` exactly (``"*"`` for None).
+
+    ``k=v[,k=v]`` when every value survives that form unchanged, else a JSON object.
+    """
+    if not spec:
+        return "*"
+    simple = ",".join(f"{k}={v}" for k, v in spec.items() if v is not None)
+    if len(simple.split(",")) == len(spec) and parse_partition_spec(simple) == dict(spec):
+        return simple
+    return json.dumps(dict(spec), ensure_ascii=False)
+
+
+def parse_overwrite_spec(spec: Mapping[str, Any] | str) -> PartitionSpec | None:
     """The partition an overwrite replaces, None for the whole table.
 
     Only an explicit ``"*"`` means the whole table: a spec that names no partition (``","``, a
@@ -152,6 +191,79 @@ class PartitionCodec:
             )
             self._paths[partition] = cached
         return cached
+
+
+class PartitionFilter:
+    """Selects partitions by value, as Paimon does: never by directory name.
+
+    Paimon turns a partition spec into a predicate (``PredicateBuilder.partition``, used by
+    ``FileStoreCommitImpl.overwrite`` and pypaimon's ``_create_static_partition_filter``): the default
+    partition name (or a null) means ``IS NULL``, any other value ``=`` the value. Directory names
+    cannot be used to match: NULL, ``''`` and ``' '`` of a STRING key all live under the default
+    partition's directory, and an overwrite of NULL must leave the other two alone.
+
+    A spec value matches a character-typed value only when equal to it; for other types it may be
+    written as the value's JSON rendering (``2024-01-01``) or its partition string (the legacy day
+    number of a DATE, ``true``), each of which names exactly one value. ``specs`` is any of several
+    partitions (OR); ``None`` or empty selects every partition.
+
+    Example:
+        >>> match = PartitionFilter(PartitionCodec(table.schema), [{"p": "__DEFAULT_PARTITION__"}])
+        >>> [e for e in entries if match(e.partition)]  # only the files of p IS NULL
+    """
+
+    def __init__(
+        self,
+        codec: PartitionCodec,
+        specs: Sequence[Mapping[str, str | None]] | None,
+        where: str = "partition filter",
+    ) -> None:
+        self.codec = codec
+        self.specs = [dict(spec) for spec in specs or [] if spec]
+        for spec in self.specs:
+            unknown = set(spec) - set(codec.keys)
+            if unknown:
+                raise ValueError(
+                    f"{where}: {sorted(unknown)} are not partition keys "
+                    f"(keys: {', '.join(codec.keys) or 'none'})"
+                )
+        self._positions = {key: i for i, key in enumerate(codec.keys)}
+        self._cache: dict[bytes, bool] = {}
+
+    @property
+    def selects_all(self) -> bool:
+        return not self.specs
+
+    def __call__(self, partition: bytes) -> bool:
+        if not self.specs:
+            return True
+        cached = self._cache.get(partition)
+        if cached is None:
+            values = self.codec.values(partition)
+            cached = any(
+                all(self._value_matches(values[self._positions[k]], k, v) for k, v in spec.items())
+                for spec in self.specs
+            )
+            self._cache[partition] = cached
+        return cached
+
+    def _value_matches(self, value: Any, key: str, wanted: str | None) -> bool:
+        if wanted is None or wanted == self.codec.default_name:
+            return value is None
+        if value is None:
+            return False
+        dtype = self.codec.types[self._positions[key]]
+        return wanted in value_texts(value, dtype)
+
+
+def value_texts(value: Any, dtype: DataType) -> set[str]:
+    """Texts that name exactly this (non-null) internal value in a partition spec."""
+    if dtype.root in CHARACTER_ROOTS:
+        return {value}
+    texts = {legacy_partition_string(value, dtype), cast_partition_string(value, dtype)}
+    rendered = to_json_value(value, dtype)
+    texts.add(("true" if rendered else "false") if isinstance(rendered, bool) else str(rendered))
+    return texts
 
 
 class DataFilePaths:

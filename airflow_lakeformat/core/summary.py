@@ -113,8 +113,9 @@ class TableSummary:
         return self.small_file_count / self.live_file_count if self.live_file_count else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["small_file_share"] = self.small_file_share
+        """Top-level keys in camelCase, like every other JSON document the CLI prints."""
+        out = {_camel(k): v for k, v in asdict(self).items()}
+        out["smallFileShare"] = self.small_file_share
         return out
 
 

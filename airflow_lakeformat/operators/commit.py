@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lakeformat.core.paths import parse_overwrite_spec
+from airflow_lakeformat.core.paths import PartitionSpec, parse_overwrite_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatBaseOperator
 
@@ -135,7 +135,7 @@ def commit_identifier(dag_id: str, run_id: str, task_id: str, map_index: int, di
     return int.from_bytes(hashlib.sha256(scope.encode("utf-8")).digest()[:8], "big") & _IDENTIFIER_MASK
 
 
-def parse_overwrite(value: Mapping[str, Any] | str | None) -> tuple[bool, dict[str, str] | None]:
+def parse_overwrite(value: Mapping[str, Any] | str | None) -> tuple[bool, PartitionSpec | None]:
     """(overwrite?, partition filter): ``"*"`` is the whole table, ``"k=v,k2=v2"`` or a dict a partition."""
     if value is None or value == {} or (isinstance(value, str) and not value.strip()):
         return False, None

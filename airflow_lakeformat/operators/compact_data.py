@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lakeformat.core.paths import parse_partition_spec
+from airflow_lakeformat.core.paths import PartitionSpec, parse_partition_spec
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator, as_bool, optional_int
 
 if TYPE_CHECKING:
@@ -20,12 +20,12 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.table import Table
 
 
-def partition_specs(value: Any) -> list[dict[str, str]] | None:
+def partition_specs(value: Any) -> list[PartitionSpec] | None:
     """Partition filters from a dict, a ``"k=v[,k=v]"`` string or a list of them; None or ``"*"``: all."""
     if value is None or value == [] or (isinstance(value, str) and not value.strip()):
         return None
     items = [value] if isinstance(value, (str, Mapping)) else list(value)
-    specs: list[dict[str, str]] = []
+    specs: list[PartitionSpec] = []
     for item in items:
         spec = parse_partition_spec(item)
         if spec is None:

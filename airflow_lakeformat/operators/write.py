@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias
 
+from airflow_lakeformat.core.paths import format_partition_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 from airflow_lakeformat.operators.commit import commit_identifier, parse_overwrite, staged_digest
@@ -134,6 +135,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         from airflow_lakeformat.core.commit import Committer
         from airflow_lakeformat.core.register import write_data_files
         from airflow_lakeformat.core.snapshot import CommitKind
+        from airflow_lakeformat.core.written_files import commit_written_files
 
         started = time.monotonic()
         user, identifier = self._identity(context)
@@ -162,23 +164,31 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
                 "durationSeconds": round(time.monotonic() - started, 3),
             }
         entries = write_data_files(table, data)
-        deletes = committer.overwrite_entries(partition_filter) if overwrite else []
-        written = {
+        if not entries and not (overwrite and committer.overwrite_entries(partition_filter)):
+            return {**document, **empty, "snapshotId": None, "alreadyCommitted": False}
+        done = commit_written_files(
+            committer,
+            entries,
+            overwrite=overwrite,
+            partition_filter=partition_filter,
+            commit_identifier=identifier,
+        )
+        result = done.result
+        if result.already_committed:
+            self.log.info(
+                "Snapshot %s already holds this write; discarded the %s files this run wrote",
+                result.snapshot.id,
+                done.discarded,
+            )
+            return {**document, **empty, "snapshotId": result.snapshot.id, "alreadyCommitted": True}
+        return {
+            **document,
             "filesWritten": len(entries),
             "rowsWritten": sum(e.file.row_count for e in entries),
             "bytesWritten": sum(e.file.file_size for e in entries),
-            "filesDeleted": len(deletes),
-        }
-        if not entries and not deletes:
-            return {**document, **written, "snapshotId": None, "alreadyCommitted": False}
-        result = committer.commit(
-            [*deletes, *entries], kind=kind, commit_identifier=identifier, check_conflicts=True
-        )
-        return {
-            **document,
-            **written,
+            "filesDeleted": len(done.deletes),
             "snapshotId": result.snapshot.id,
-            "alreadyCommitted": result.already_committed,
+            "alreadyCommitted": False,
             "commitKind": result.snapshot.commit_kind.value,
             "durationSeconds": round(time.monotonic() - started, 3),
         }
@@ -211,8 +221,8 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         args += ["--commit-user", user, "--commit-identifier", str(identifier)]
         overwrite, partition_filter = parse_overwrite(self.overwrite)
         if overwrite:
-            spec = ",".join(f"{k}={v}" for k, v in (partition_filter or {}).items()) or "*"
-            args += ["--overwrite", spec]
+            # The text form keeps awkward values (blanks, commas, NULL) exact: a JSON object when needed.
+            args += ["--overwrite", format_partition_spec(partition_filter)]
         return args
 
     # -- the Asset ---------------------------------------------------------------------------------

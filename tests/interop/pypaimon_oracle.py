@@ -760,9 +760,18 @@ def cmd_append(args: argparse.Namespace) -> dict[str, Any]:
     unknown = sorted({key for row in rows for key in row} - set(types))
     if unknown:
         raise OracleError(f"unknown columns {unknown}; table has {sorted(types)}")
+    overwrite = None
+    if args.overwrite is not None:
+        overwrite = json.loads(args.overwrite)
+        if not isinstance(overwrite, dict):
+            raise OracleError("--overwrite must be a JSON object: partition key -> value")
     path = _local_path(table.table_path)
     before = _snapshot_ids(path)
-    _write(table, [{name: denormalize_typed(row.get(name), t) for name, t in types.items()} for row in rows])
+    _write(
+        table,
+        [{name: denormalize_typed(row.get(name), t) for name, t in types.items()} for row in rows],
+        overwrite,
+    )
     after = _snapshot_ids(path)
     return {
         "snapshotId": after[-1] if after else None,
@@ -798,6 +807,9 @@ def _parser() -> argparse.ArgumentParser:
     append = sub.add_parser("append")
     append.add_argument("table_path")
     append.add_argument("--rows", required=True, help="JSON file: a list of row objects")
+    append.add_argument(
+        "--overwrite", help='overwrite this partition (a JSON object, e.g. {"p": "__DEFAULT_PARTITION__"})'
+    )
     append.set_defaults(func=cmd_append)
 
     batch = sub.add_parser(

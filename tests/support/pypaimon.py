@@ -152,12 +152,21 @@ def oracle_read(
     return result
 
 
-def oracle_append(table_path: str | os.PathLike[str], rows: list[Mapping[str, Any]]) -> dict[str, Any]:
-    """Append ``rows`` (normalised JSON values) in one pypaimon commit; returns ``{"snapshotId", ...}``."""
+def oracle_append(
+    table_path: str | os.PathLike[str],
+    rows: list[Mapping[str, Any]],
+    overwrite: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Append ``rows`` (normalised JSON values) in one pypaimon commit; returns ``{"snapshotId", ...}``.
+
+    With ``overwrite`` (a partition as pypaimon takes it, e.g. ``{"p": "__DEFAULT_PARTITION__"}``) the
+    commit is pypaimon's own partition overwrite instead.
+    """
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False, encoding="utf-8") as handle:
         json.dump(list(rows), handle)
+    extra = [] if overwrite is None else ["--overwrite", json.dumps(dict(overwrite))]
     try:
-        result: dict[str, Any] = run_oracle("append", table_path, "--rows", handle.name)
+        result: dict[str, Any] = run_oracle("append", table_path, "--rows", handle.name, *extra)
         return result
     finally:
         os.unlink(handle.name)

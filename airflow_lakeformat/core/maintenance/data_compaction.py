@@ -43,7 +43,7 @@ from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadata
 from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.manifest import FileKind, FileSource, ManifestEntry
 from airflow_lakeformat.core.options import parse_bool
-from airflow_lakeformat.core.paths import DataFilePaths, PartitionCodec
+from airflow_lakeformat.core.paths import DataFilePaths, PartitionCodec, PartitionFilter
 from airflow_lakeformat.core.register import PARQUET_EXTENSION, RollingFileWriter
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
 from airflow_lakeformat.core.table import Table
@@ -185,33 +185,6 @@ def check_compactable(table: Table) -> None:
         )
 
 
-def _partition_matcher(
-    codec: PartitionCodec, partitions: Sequence[Mapping[str, str]] | None, where: str
-) -> Any:
-    """A predicate on partition bytes: any of the specs matches (a value as JSON renders it or as its directory)."""
-    specs = [dict(spec) for spec in partitions or []]
-    for spec in specs:
-        unknown = set(spec) - set(codec.keys)
-        if unknown:
-            raise ValueError(
-                f"{where}: {sorted(unknown)} are not partition keys (keys: {', '.join(codec.keys) or 'none'})"
-            )
-
-    def matches(partition: bytes) -> bool:
-        if not specs:
-            return True
-        rendered, names = codec.to_json(partition), codec.spec(partition)
-        return any(
-            all(
-                v in (str(rendered[k]) if rendered[k] is not None else None, names[k])
-                for k, v in spec.items()
-            )
-            for spec in specs
-        )
-
-    return matches
-
-
 def _skip_reason(entry: ManifestEntry, schema_id: int, target: int) -> str | None:
     f = entry.file
     if not f.file_name.endswith(PARQUET_EXTENSION):
@@ -251,7 +224,7 @@ def _pack(files: list[ManifestEntry], target: int) -> list[list[ManifestEntry]]:
 def plan_data_compaction(
     table: Table,
     *,
-    partitions: Sequence[Mapping[str, str]] | None = None,
+    partitions: Sequence[Mapping[str, str | None]] | None = None,
     min_file_count: int | None = None,
     target_file_size: int | None = None,
 ) -> DataCompactionPlan:
@@ -273,7 +246,7 @@ def plan_data_compaction(
     if minimum < 2:
         raise ValueError(f"min file count must be at least 2, not {minimum}")
     codec = PartitionCodec(schema)
-    matches = _partition_matcher(codec, partitions, table.uri)
+    matches = PartitionFilter(codec, partitions, table.uri)
     latest = table.snapshot_manager.latest_snapshot()
     entries = live_entries(table, latest) if latest is not None else []
     by_bucket: dict[tuple[bytes, int], list[ManifestEntry]] = {}
@@ -456,7 +429,7 @@ def compact_data(
     table: Table,
     *,
     dry_run: bool = False,
-    partitions: Sequence[Mapping[str, str]] | None = None,
+    partitions: Sequence[Mapping[str, str | None]] | None = None,
     min_file_count: int | None = None,
     target_file_size: int | None = None,
     committer: Committer | None = None,

@@ -28,7 +28,7 @@ from airflow_lakeformat.core.maintenance.data_compaction import (
 )
 from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_memory_size
-from airflow_lakeformat.core.paths import parse_partition_spec
+from airflow_lakeformat.core.paths import PartitionSpec, parse_partition_spec
 from airflow_lakeformat.core.table import Table
 from airflow_lakeformat.spark.runtime import JobContext, check_fault, run_job
 
@@ -66,7 +66,7 @@ def rewrite_partition(
 def run(context: JobContext) -> dict[str, Any]:
     args = context.args
     table = context.open_table()
-    partitions: list[dict[str, str]] = []
+    partitions: list[PartitionSpec] = []
     for text in args.partition or []:
         spec = parse_partition_spec(text)
         if spec is None:

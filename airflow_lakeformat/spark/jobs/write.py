@@ -43,6 +43,7 @@ from airflow_lakeformat.core.paths import parse_overwrite_spec
 from airflow_lakeformat.core.register import RollingFileWriter, next_sequence_numbers
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.written_files import commit_written_files
 from airflow_lakeformat.spark.runtime import (
     JobContext,
     check_fault,
@@ -284,25 +285,29 @@ def run(context: JobContext) -> dict[str, Any]:
         rows = _python_source(context, args.source, args.source_format)
     entries = [ManifestEntry(pickle.loads(data)) for _, _, data in sorted(rows, key=lambda r: (r[0], r[1]))]
     number_sequences(table, entries)
-    deletes = committer.overwrite_entries(overwrite) if args.overwrite is not None else []
-    written = {
-        "filesWritten": len(entries),
-        "rowsWritten": sum(e.file.row_count for e in entries),
-        "bytesWritten": sum(e.file.file_size for e in entries),
-        "filesDeleted": len(deletes),
-    }
-    if not entries and not deletes:
-        return {**document, "snapshotId": None, "alreadyCommitted": False, **written}
+    empty = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
+    if not entries and not (args.overwrite is not None and committer.overwrite_entries(overwrite)):
+        return {**document, "snapshotId": None, "alreadyCommitted": False, **empty}
     context.before_commit()
-    result = committer.commit(
-        [*deletes, *entries], kind=kind, commit_identifier=identifier, check_conflicts=True
+    done = commit_written_files(
+        committer,
+        entries,
+        overwrite=args.overwrite is not None,
+        partition_filter=overwrite,
+        commit_identifier=identifier,
     )
+    result = done.result
+    if result.already_committed:
+        return {**document, "snapshotId": result.snapshot.id, "alreadyCommitted": True, **empty}
     return {
         **document,
         "snapshotId": result.snapshot.id,
-        "alreadyCommitted": result.already_committed,
+        "alreadyCommitted": False,
         "commitKind": result.snapshot.commit_kind.value,
-        **written,
+        "filesWritten": len(entries),
+        "rowsWritten": sum(e.file.row_count for e in entries),
+        "bytesWritten": sum(e.file.file_size for e in entries),
+        "filesDeleted": len(done.deletes),
     }
 
 
