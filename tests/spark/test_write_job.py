@@ -148,10 +148,11 @@ def test_write_job_reads_a_csv_source_as_text_and_overwrites_a_partition(tmp_pat
     csv = tmp_path / "in.csv"
     csv.write_text(
         "dt,s,v,ts,price\n"
-        '2024-02-01,"quoted, with comma",1,2024-02-01 10:00:00.123456,1.50\n'
-        "2024-02-01,,2,2024-02-01T11:00:00,2.25\n"
+        # Every row lies in the overwritten partition: Paimon refuses an overwrite whose rows fall outside it.
+        '2024-01-02,"quoted, with comma",1,2024-02-01 10:00:00.123456,1.50\n'
+        "2024-01-02,,2,2024-02-01T11:00:00,2.25\n"
         # Digits Spark would infer as a double survive as the exact BIGINT and DECIMAL the table says.
-        "2024-02-02,0042,9007199254740993,,12345678.91\n"
+        "2024-01-02,0042,9007199254740993,,12345678.91\n"
     )
     run = run_job(
         "write", str(root), "--source", str(csv), "--source-format", "csv", "--overwrite", "dt=2024-01-02",
@@ -164,14 +165,14 @@ def test_write_job_reads_a_csv_source_as_text_and_overwrites_a_partition(tmp_pat
     [rows] = run_oracle_batch([["read", str(root)]])
     csv_rows = [
         {
-            "dt": "2024-02-01",
+            "dt": "2024-01-02",
             "s": "quoted, with comma",
             "v": 1,
             "ts": "2024-02-01T10:00:00.123456",
             "price": "1.50",
         },
-        {"dt": "2024-02-01", "s": None, "v": 2, "ts": "2024-02-01T11:00:00", "price": "2.25"},
-        {"dt": "2024-02-02", "s": "0042", "v": 9007199254740993, "ts": None, "price": "12345678.91"},
+        {"dt": "2024-01-02", "s": None, "v": 2, "ts": "2024-02-01T11:00:00", "price": "2.25"},
+        {"dt": "2024-01-02", "s": "0042", "v": 9007199254740993, "ts": None, "price": "12345678.91"},
     ]
     kept = [r for r in expected_rows(seed) if r["dt"] != "2024-01-02"]
     assert len(kept) == 6

@@ -80,7 +80,7 @@ def test_earliest_naming_a_deleted_snapshot_falls_back_to_listing(table: Path) -
     (table / "snapshot" / "snapshot-1").unlink()
     (table / "snapshot" / "EARLIEST").write_text("1")
     summary = json.loads(run("inspect", str(table), "--json")[1])
-    assert summary["earliest_snapshot"] == 2 and summary["snapshot_count"] == 3
+    assert summary["earliestSnapshot"] == 2 and summary["snapshotCount"] == 3
 
 
 def test_requested_snapshot_or_tag_missing(table: Path) -> None:

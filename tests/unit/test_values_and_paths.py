@@ -6,14 +6,19 @@ from datetime import date, datetime
 from decimal import Decimal
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from airflow_lakeformat.core import binary_row
 from airflow_lakeformat.core.binary_row import Timestamp
 from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry
 from airflow_lakeformat.core.paths import (
     DataFilePaths,
+    PartitionCodec,
+    PartitionFilter,
     bucket_directory_name,
     escape_path_name,
+    format_partition_spec,
     parse_overwrite_spec,
     parse_partition_spec,
     unescape_path_name,
@@ -175,3 +180,73 @@ def test_only_an_explicit_star_overwrites_the_whole_table() -> None:
     for names_nothing in (",", "", {}):
         with pytest.raises(ValueError, match="expected '\\*' or k=v"):
             parse_overwrite_spec(names_nothing)
+
+
+def test_json_specs_keep_awkward_values_exactly() -> None:
+    assert parse_partition_spec('{"p": " ", "q": null}') == {"p": " ", "q": None}
+    assert parse_partition_spec('{"p": "a,b=c", "n": 7, "b": true}') == {"p": "a,b=c", "n": "7", "b": "true"}
+    assert parse_overwrite_spec('{"p": ""}') == {"p": ""}
+    for bad in ('{"p": ', '{"p": {"x": 1}}', '{"p": [1]}'):
+        with pytest.raises(ValueError, match=r"JSON object|not a scalar"):
+            parse_partition_spec(bad)
+
+
+@given(
+    st.dictionaries(
+        st.text(st.characters(blacklist_categories=("Cs",)), min_size=1).filter(
+            lambda k: k.strip() == k and "," not in k and "=" not in k and not k.startswith("{")
+        ),
+        st.none() | st.text(st.characters(blacklist_categories=("Cs",))),
+        min_size=1,
+        max_size=3,
+    )
+)
+def test_format_partition_spec_round_trips_every_value(spec: dict[str, str | None]) -> None:
+    assert parse_partition_spec(format_partition_spec(spec)) == spec
+
+
+def _string_partition(*values: str | None) -> tuple[PartitionCodec, list[bytes]]:
+    schema = _schema([("p", "STRING"), ("v", "INT")], ["p"])
+    codec = PartitionCodec(schema)
+    return codec, [binary_row.encode([v], schema.partition_types) for v in values]
+
+
+def test_the_default_partition_name_selects_null_only_never_blank_strings() -> None:
+    codec, rows = _string_partition(None, "", " ", "plain", "__DEFAULT_PARTITION__")
+    # NULL, '' and ' ' share one directory; selection is by value.
+    assert len({codec.path(r) for r in rows[:3]}) == 1
+
+    def selected(spec: dict[str, str | None]) -> list[str | None]:
+        match = PartitionFilter(codec, [spec])
+        return [codec.values(r)[0] for r in rows if match(r)]
+
+    assert selected({"p": "__DEFAULT_PARTITION__"}) == [None]
+    assert selected({"p": None}) == [None]
+    assert selected({"p": ""}) == [""]
+    assert selected({"p": " "}) == [" "]
+    assert selected({"p": "plain"}) == ["plain"]
+    assert PartitionFilter(codec, None)(rows[1]) and PartitionFilter(codec, [])(rows[2])
+    either = PartitionFilter(codec, [{"p": ""}, {"p": "plain"}])
+    assert [codec.values(r)[0] for r in rows if either(r)] == ["", "plain"]
+    with pytest.raises(ValueError, match=r"\['v'\] are not partition keys"):
+        PartitionFilter(codec, [{"v": "1"}])
+
+
+def test_typed_partition_values_match_by_value_in_any_unambiguous_spelling() -> None:
+    schema = _schema([("d", "DATE"), ("n", "INT"), ("b", "BOOLEAN"), ("x", "STRING")], ["d", "n", "b"])
+    codec = PartitionCodec(schema)
+    day = from_python(date(2024, 1, 1), schema.partition_types[0])
+    row = binary_row.encode([day, 7, True], schema.partition_types)
+    null_row = binary_row.encode([None, None, None], schema.partition_types)
+    for spec in (
+        {"d": "2024-01-01"},
+        {"d": str(day)},
+        {"n": "7"},
+        {"b": "true"},
+        {"d": "2024-01-01", "n": "7"},
+    ):
+        assert PartitionFilter(codec, [spec])(row), spec
+        assert not PartitionFilter(codec, [spec])(null_row), spec
+    for spec in ({"d": "2024-01-02"}, {"n": "8"}, {"b": "false"}, {"n": "07x"}):
+        assert not PartitionFilter(codec, [spec])(row), spec
+    assert PartitionFilter(codec, [{"d": "__DEFAULT_PARTITION__", "n": None}])(null_row)
