@@ -92,7 +92,9 @@ class CommitResult:
 
 
 @dataclass
-class _Attempt:
+class Attempt:
+    """One try at publishing a snapshot: the snapshot and the files written for this try alone."""
+
     snapshot: Snapshot
     files: list[str]  # base list and merged manifests written for this attempt only
 
@@ -156,51 +158,98 @@ class Committer:
             landed = self.find_landed(commit_identifier, kind)
             if landed is not None:
                 return CommitResult(landed, 0, already_committed=True)
-        commit_id = str(uuid.uuid4())
-        props = {**(properties or {}), COMMIT_ID_PROPERTY: commit_id}
         if check_conflicts is None:
             check_conflicts = has_deletes or kind is CommitKind.COMPACT
         delta: list[ManifestFileMeta] | None = None
-        written: list[str] = []
-        pending: _Attempt | None = None
+        shared: list[str] = []  # the delta manifests, written once and reused by every attempt
         merge_mode = "none"
+
+        def prepare(commit_id: str) -> Attempt:
+            nonlocal delta, merge_mode
+            latest = self.table.snapshot_manager.latest_snapshot()
+            if check_conflicts:
+                self._check_conflicts(latest, entries)
+            attempt_files: list[str] = []
+            try:
+                if delta is None:
+                    delta = self._write_manifests(entries, shared)
+                props = {**(properties or {}), COMMIT_ID_PROPERTY: commit_id}
+                attempt, merge_mode = self._prepare(
+                    latest, delta, entries, kind, commit_identifier, props, merge, force_merge, attempt_files
+                )
+            except BaseException:
+                # Nothing was published in this commit yet, so everything it wrote is garbage.
+                self.remove([*shared, *attempt_files])
+                raise
+            return attempt
+
+        describe = f"commit by {self.commit_user} (identifier {commit_identifier})"
+        try:
+            published = self.publish_with_retries(prepare, describe)
+        except CommitRetriesExhaustedError:
+            self.remove(shared)  # the delta manifests no attempt will ever reference
+            raise
+        except CommitStateUnknownError as exc:
+            raise CommitStateUnknownError(f"{exc}; re-run with the same commit user and identifier") from None
+        assert published is not None  # prepare always builds an attempt
+        won, attempts = published
+        return CommitResult(won.snapshot, attempts, merge=merge_mode, files_written=[*shared, *won.files])
+
+    def publish_with_retries(
+        self, prepare: Callable[[str], Attempt | None], describe: str
+    ) -> tuple[Attempt, int] | None:
+        """The one publish/retry loop every snapshot this committer writes goes through.
+
+        ``prepare(commit_id)`` builds an attempt on the latest snapshot: it writes the attempt's lists
+        and manifests and returns the snapshot to publish, which must carry ``commit_id`` in its
+        properties (that is how a publish whose acknowledgement was lost is recognised), or None when
+        there is nothing to commit on that snapshot (then None is returned). Then:
+
+        * *published*: the LATEST hint is written and ``(attempt, attempts made)`` returned;
+        * *preempted* (another writer's snapshot holds the id): this attempt's files are removed and the
+          next attempt is prepared on the new latest snapshot, after a jittered exponential back-off;
+        * *unknown*: the same bytes are published again at the same id, every file kept.
+
+        Past ``max_retries`` an unknown outcome raises :class:`CommitStateUnknownError` (nothing is
+        removed: the snapshot may have landed) and anything else :class:`CommitRetriesExhaustedError`.
+        Exceptions from ``prepare`` propagate; it removes what it wrote itself.
+
+        Args:
+            prepare: builds one attempt from the latest snapshot, given the commit id to embed.
+            describe: what is committed, for messages ("manifest compaction", "commit by u (identifier 3)").
+
+        Returns:
+            The published attempt and the number of attempts made, or None.
+
+        Example:
+            >>> attempt, tries = committer.publish_with_retries(lambda cid: build(cid), "manifest compaction")
+        """
+        commit_id = str(uuid.uuid4())
+        pending: Attempt | None = None
         attempt = 0
         while True:
             attempt += 1
             if pending is None:
-                latest = self.table.snapshot_manager.latest_snapshot()
-                if check_conflicts:
-                    self._check_conflicts(latest, entries)
-                try:
-                    if delta is None:
-                        delta = self._write_manifests(entries, written)
-                    pending, merge_mode = self._prepare(
-                        latest, delta, entries, kind, commit_identifier, props, merge, force_merge, written
-                    )
-                except BaseException:
-                    # Nothing was published in this commit yet, so everything it wrote is garbage.
-                    self.remove(written)
-                    raise
+                pending = prepare(commit_id)
+                if pending is None:
+                    return None
             outcome = self.publish(pending.snapshot, commit_id)
             if outcome is PublishOutcome.PUBLISHED:
                 self.write_latest_hint(pending.snapshot.id)
-                return CommitResult(pending.snapshot, attempt, merge=merge_mode, files_written=list(written))
+                return pending, attempt
             if outcome is PublishOutcome.PREEMPTED:
-                # Another snapshot holds the id: ours cannot land there, so this attempt's base list and
-                # merged manifests are unreferenced. The delta manifests are reused by the next attempt.
+                # Another snapshot holds the id: ours cannot land there, so this attempt's lists and
+                # merged manifests are unreferenced.
                 self.remove(pending.files)
-                written[:] = [f for f in written if f not in pending.files]
                 pending = None
             if attempt > self.max_retries:
                 if outcome is PublishOutcome.UNKNOWN:
                     raise CommitStateUnknownError(
-                        f"commit of snapshot {pending.snapshot.id if pending else '?'} by {self.commit_user} "
-                        f"(identifier {commit_identifier}) has an unknown outcome after {attempt} attempts; "
-                        "re-run with the same commit user and identifier"
+                        f"{describe}: snapshot {pending.snapshot.id if pending else '?'} has an unknown "
+                        f"outcome after {attempt} attempts"
                     )
-                self.remove(written)
                 raise CommitRetriesExhaustedError(
-                    f"gave up after {attempt} attempts: other writers kept taking the snapshot id"
+                    f"{describe} gave up after {attempt} attempts: other writers kept taking the snapshot id"
                 )
             self.sleep(self.backoff(attempt))
 
@@ -340,17 +389,15 @@ class Committer:
         merge: bool,
         force_merge: bool,
         written: list[str],
-    ) -> tuple[_Attempt, str]:
-        attempt_files: list[str] = []
+    ) -> tuple[Attempt, str]:
         before: list[ManifestFileMeta] = []
         if latest is not None:
             base, previous_delta = self.table.data_manifests(latest)
             before = base + previous_delta
-        result = self.merge(before, attempt_files, force=force_merge) if merge else None
+        result = self.merge(before, written, force=force_merge) if merge else None
         after = result.manifests if result else before
-        base_name, base_size = self.write_list(after, attempt_files)
-        delta_name, delta_size = self.write_list(delta, attempt_files)
-        written.extend(attempt_files)
+        base_name, base_size = self.write_list(after, written)
+        delta_name, delta_size = self.write_list(delta, written)
         added = sum(e.file.row_count for e in entries if e.kind is FileKind.ADD)
         deleted = sum(e.file.row_count for e in entries if e.kind is FileKind.DELETE)
         schema = self.table.schema
@@ -374,7 +421,7 @@ class Committer:
             next_row_id=latest.next_row_id if latest else None,
             extra={"uuid": str(uuid.uuid4()), "writerVersion": WRITER_VERSION},
         )
-        return _Attempt(snapshot, attempt_files), (result.mode if result else "none")
+        return Attempt(snapshot, written), (result.mode if result else "none")
 
     def merge(
         self,

@@ -99,9 +99,13 @@ def format_partition_spec(spec: Mapping[str, str | None] | None) -> str:
     """
     if not spec:
         return "*"
-    simple = ",".join(f"{k}={v}" for k, v in spec.items() if v is not None)
-    if len(simple.split(",")) == len(spec) and parse_partition_spec(simple) == dict(spec):
-        return simple
+    plain = all(
+        value is not None and "," not in key + value and "=" not in key and key.strip() == key != ""
+        and value.strip() == value and not key.startswith("{")
+        for key, value in spec.items()
+    )  # fmt: skip
+    if plain:
+        return ",".join(f"{k}={v}" for k, v in spec.items())
     return json.dumps(dict(spec), ensure_ascii=False)
 
 

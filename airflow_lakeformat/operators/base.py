@@ -44,6 +44,7 @@ from airflow_lakeformat.core.errors import (
     EXIT_UNSUPPORTED,
 )
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatConnectionError, LakeformatHook
+from airflow_lakeformat.operators.templated import as_bool
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -67,51 +68,6 @@ _JOB_EXIT_PERMANENT = frozenset(
 )
 _JOB_RESULT_PREFIX = "LAKEFORMAT_RESULT "
 _JOB_ERROR_PREFIX = "lakeformat-job: error: "
-
-
-def as_bool(value: bool | str, name: str) -> bool:
-    """Templated booleans arrive as strings ("True", "false")."""
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "1", "yes"):
-        return True
-    if text in ("false", "0", "no"):
-        return False
-    raise AirflowFailException(f"{name} must be true or false, not {value!r}")
-
-
-def optional_int(value: int | str | None, name: str) -> int | None:
-    """Templated ints arrive as strings ("5", "None", ""); None and blank mean "not set"."""
-    if value is None or isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text.lower() in ("", "none", "null"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise AirflowFailException(f"{name} must be an integer, not {value!r}") from None
-
-
-def optional_duration(value: timedelta | str | None, name: str) -> timedelta | None:
-    """A ``timedelta`` or Paimon's duration syntax (``"1 h"``, ``"30 min"``); None and blank mean "not set"."""
-    if value is None or isinstance(value, timedelta):
-        return value
-    text = str(value).strip()
-    if text.lower() in ("", "none", "null"):
-        return None
-    from airflow_lakeformat.core.options import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise AirflowFailException(f"{name}: {exc}") from None
-
-
-def duration_arg(value: timedelta) -> str:
-    """A duration in Paimon's syntax for a job's command line (whole milliseconds)."""
-    return f"{int(value.total_seconds() * 1000)} ms"
 
 
 def commit_state_unknown_message(exc: object, table_uri: str) -> str:

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lakeformat.core.paths import PartitionSpec, parse_partition_spec
-from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator, as_bool, optional_int
+from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
+from airflow_lakeformat.operators.templated import as_bool, optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

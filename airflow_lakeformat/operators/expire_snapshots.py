@@ -6,12 +6,8 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from airflow_lakeformat.operators.base import (
-    LakeformatMaintenanceOperator,
-    duration_arg,
-    optional_duration,
-    optional_int,
-)
+from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
+from airflow_lakeformat.operators.templated import duration_arg, optional_duration, optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -28,7 +28,7 @@ from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook
-from airflow_lakeformat.operators.base import optional_int
+from airflow_lakeformat.operators.templated import optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -19,9 +19,9 @@ import pytest
 from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.maintenance.orphans import remove_orphan_files
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.spark.deleting import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.jobs import expire_snapshots as expire_job
 from airflow_lakeformat.spark.jobs import remove_orphan_files as orphan_job
-from airflow_lakeformat.spark.jobs.remove_orphan_files import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.runtime import ERROR_PREFIX
 from tests.support.maintenance import OLD, OLD_ORPHANS, assert_intact, build_history, plant_files, tree
 from tests.support.pypaimon import run_oracle_batch

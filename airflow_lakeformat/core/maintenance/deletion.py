@@ -81,6 +81,20 @@ class DeletionReport:
         self.requests += other.requests
         self.duration_seconds += other.duration_seconds
 
+    @classmethod
+    def from_json(cls, document: dict[str, Any]) -> DeletionReport:
+        """The report back from :meth:`to_json` (Spark tasks return their reports as JSON)."""
+        return cls(
+            dry_run=bool(document["dryRun"]),
+            files=Counter(document["files"]),
+            bytes=Counter(document["bytes"]),
+            already_missing=int(document["alreadyMissing"]),
+            skipped_by_guard=int(document["skippedByGuard"]),
+            failed=[FailedDelete(f["path"], f["kind"], f["error"]) for f in document["failed"]],
+            requests=int(document["requests"]),
+            duration_seconds=float(document["durationSeconds"]),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "dryRun": self.dry_run,

@@ -17,8 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_lakeformat.core.commit import COMMIT_ID_PROPERTY, WRITER_VERSION, Committer, PublishOutcome
-from airflow_lakeformat.core.errors import CommitRetriesExhaustedError, CommitStateUnknownError
+from airflow_lakeformat.core.commit import COMMIT_ID_PROPERTY, WRITER_VERSION, Attempt, Committer
 from airflow_lakeformat.core.manifest import ManifestFileMeta
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.table import Table
@@ -78,48 +77,34 @@ def compact_manifests(
     committer = committer or Committer(
         table, f"lakeformat-compact-manifests-{uuid.uuid4()}", allow_unsafe_publish=dry_run
     )
-    commit_id = str(uuid.uuid4())
-    attempt = 0
-    pending: tuple[Snapshot, list[str], tuple[Any, ...]] | None = None
-    while True:
-        attempt += 1
-        if pending is None:
-            latest = table.snapshot_manager.latest_snapshot()
-            if latest is None:
-                return ManifestCompactionResult(
-                    mode, dry_run, "none", None, None, 0, 0, 0, 0, 0, time.monotonic() - started
-                )
-            base, delta = table.data_manifests(latest)
-            before = base + delta
-            written: list[str] = []
-            result = committer.merge(before, written, force=mode == "full", dry_run=dry_run)
-            summary = (
-                mode, dry_run, result.mode, latest.id, *_sizes(before), *_sizes(result.manifests), len(result.rewritten)
-            )  # fmt: skip
-            if dry_run or not result.changed:
-                return _result(summary, None, started)
-            try:
-                snapshot = _compact_snapshot(committer, latest, result.manifests, commit_id, written)
-            except BaseException:
-                committer.remove(written)
-                raise
-            pending = (snapshot, written, summary)
-        snapshot, written, summary = pending
-        outcome = committer.publish(snapshot, commit_id)
-        if outcome is PublishOutcome.PUBLISHED:
-            committer.write_latest_hint(snapshot.id)
-            return _result(summary, snapshot.id, started)
-        if outcome is PublishOutcome.PREEMPTED:
-            committer.remove(written)  # another snapshot holds the id, so ours and its files are unreferenced
-            pending = None
-        if attempt > committer.max_retries:
-            if outcome is PublishOutcome.UNKNOWN:
-                # The merged manifests may be live: every file is kept.
-                raise CommitStateUnknownError(
-                    f"manifest compaction snapshot {snapshot.id} has an unknown outcome after {attempt} attempts"
-                )
-            raise CommitRetriesExhaustedError(f"manifest compaction gave up after {attempt} attempts")
-        committer.sleep(committer.backoff(attempt))
+    summary: tuple[Any, ...] | None = None
+
+    def prepare(commit_id: str) -> Attempt | None:
+        """One attempt on the latest snapshot; None when there is nothing to commit."""
+        nonlocal summary
+        latest = table.snapshot_manager.latest_snapshot()
+        if latest is None:
+            summary = (mode, dry_run, "none", None, 0, 0, 0, 0, 0)
+            return None
+        base, delta = table.data_manifests(latest)
+        before = base + delta
+        written: list[str] = []
+        result = committer.merge(before, written, force=mode == "full", dry_run=dry_run)
+        summary = (
+            mode, dry_run, result.mode, latest.id, *_sizes(before), *_sizes(result.manifests), len(result.rewritten)
+        )  # fmt: skip
+        if dry_run or not result.changed:
+            return None
+        try:
+            snapshot = _compact_snapshot(committer, latest, result.manifests, commit_id, written)
+        except BaseException:
+            committer.remove(written)
+            raise
+        return Attempt(snapshot, written)
+
+    published = committer.publish_with_retries(prepare, "manifest compaction")
+    assert summary is not None
+    return _result(summary, published[0].snapshot.id if published else None, started)
 
 
 def _result(summary: tuple[Any, ...], snapshot_id: int | None, started: float) -> ManifestCompactionResult:

@@ -46,7 +46,7 @@ from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import DataFilePaths
 from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.spark.jobs.remove_orphan_files import fail_after_deletes, merge_reports, task_deleter
+from airflow_lakeformat.spark.deleting import fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job
 
 JOB = "expire_snapshots"

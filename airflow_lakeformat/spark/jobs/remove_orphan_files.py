@@ -30,11 +30,9 @@ from __future__ import annotations
 
 import argparse
 import copy
-import os
 import posixpath
 import sys
 import time
-from collections import Counter
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -44,10 +42,7 @@ from typing import Any
 from airflow_lakeformat.core.errors import DeletionFailedError, MissingMetadataError
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import (
-    BatchGuard,
     DeleteRequest,
-    DeletionReport,
-    FailedDelete,
     FileDeleter,
 )
 from airflow_lakeformat.core.maintenance.orphans import (
@@ -71,11 +66,10 @@ from airflow_lakeformat.core.maintenance.orphans import (
 from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.progress import NO_PROGRESS
 from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.spark.runtime import InjectedFailureError, JobContext, run_job
+from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
+from airflow_lakeformat.spark.runtime import JobContext, run_job
 
 JOB = "remove_orphan_files"
-# Fault injection for the test suite only: a delete task raises once it has deleted this many files.
-FAIL_AFTER_DELETES_ENV = "LAKEFORMAT_TEST_FAIL_AFTER_DELETES"
 # Directory listings and manifest fetches are IO-bound: a few threads per task keep an object store busy.
 _TASK_IO_THREADS = 8
 
@@ -107,71 +101,6 @@ def configure(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="accept --older-than under 1 h (only when no writer is running)",
     )
-
-
-# -- shared by the deleting jobs -----------------------------------------------------------------
-
-
-def fail_after_deletes(environ: dict[str, str] | None = None) -> int:
-    """The test-only delete budget per task from the driver's environment (0: never fail)."""
-    environ = dict(os.environ) if environ is None else environ
-    return int(environ.get(FAIL_AFTER_DELETES_ENV) or 0)
-
-
-def task_deleter(io: FileIO, dry_run: bool, fail_after: int) -> tuple[FileDeleter, BatchGuard | None]:
-    """The task's deleter and, under test-only fault injection, a guard that kills the task.
-
-    With a budget of ``fail_after`` files, every file is its own batch and the guard raises before
-    the batch past the budget: the task dies after exactly that many deletes (in-flight ones finish).
-    """
-    if not fail_after:
-        return FileDeleter(io, dry_run=dry_run), None
-    sent = 0
-
-    def die_after_budget(batch: list[DeleteRequest]) -> list[DeleteRequest]:
-        nonlocal sent
-        if sent + len(batch) > fail_after:
-            raise InjectedFailureError(
-                f"injected failure after {sent} deletes (${FAIL_AFTER_DELETES_ENV}={fail_after})"
-            )
-        sent += len(batch)
-        return batch
-
-    return FileDeleter(io, dry_run=dry_run, batch_size=1), die_after_budget
-
-
-def chain_guards(*guards: BatchGuard | None) -> BatchGuard | None:
-    present = [g for g in guards if g is not None]
-    if not present:
-        return None
-
-    def chained(batch: list[DeleteRequest]) -> list[DeleteRequest]:
-        for guard in present:
-            batch = guard(batch)
-        return batch
-
-    return chained
-
-
-def report_from_json(document: dict[str, Any]) -> DeletionReport:
-    """A :class:`DeletionReport` back from the JSON a task returned."""
-    return DeletionReport(
-        dry_run=bool(document["dryRun"]),
-        files=Counter(document["files"]),
-        bytes=Counter(document["bytes"]),
-        already_missing=int(document["alreadyMissing"]),
-        skipped_by_guard=int(document["skippedByGuard"]),
-        failed=[FailedDelete(f["path"], f["kind"], f["error"]) for f in document["failed"]],
-        requests=int(document["requests"]),
-        duration_seconds=float(document["durationSeconds"]),
-    )
-
-
-def merge_reports(dry_run: bool, documents: Iterable[dict[str, Any]]) -> DeletionReport:
-    total = DeletionReport(dry_run=dry_run)
-    for document in documents:
-        total.merge(report_from_json(document))
-    return total
 
 
 # -- executors -----------------------------------------------------------------------------------
