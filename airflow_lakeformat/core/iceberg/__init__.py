@@ -1,0 +1,16 @@
+"""Apache Iceberg support of the core: open, read and commit Iceberg tables through pyiceberg 0.12.
+
+Imports neither airflow, pyspark nor the Paimon modules of the core; only the format-neutral
+``core.io``, ``core.errors`` and ``core.progress``. Modules, one concept each:
+
+* ``catalog``: open a table (catalog, Hadoop-layout path, ``*.metadata.json``), ``detect_format``;
+* ``hadoop_catalog``: the committable pyiceberg ``Catalog`` for Hadoop-layout path tables;
+* ``metadata_files``: metadata JSON decode/encode, Hadoop version files and hint;
+* ``table``: the ``IcebergTable`` wrapper; ``fileio``: storage options <-> pyiceberg FileIO properties;
+* ``manifests``, ``live_files``, ``manifest_decode``, ``partition_values``: reading manifests;
+* ``snapshots``, ``files``, ``inspect``, ``split_offsets``: the JSON documents;
+* ``commit`` (the retry loop) and ``write`` (append, add_files).
+
+Submodules are imported on use (``from airflow_lakeformat.core.iceberg.catalog import open_table``), so
+importing the package loads nothing heavy.
+"""
