@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from airflow_lakeformat import __version__
+from airflow_lakeformat import __version__, cli_iceberg
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.arrow_types import fields_from_arrow, fields_from_arrow_json
 from airflow_lakeformat.core.commit import CommitResult, Committer
@@ -132,6 +132,8 @@ def _bytes(n: int) -> str:
 
 
 def cmd_snapshots(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        return cli_iceberg.snapshots(iceberg, args, out)
     table = _open(args)
     rows = [s.to_json() for s in summarize_snapshots(table)]
     if args.json:
@@ -148,6 +150,10 @@ def cmd_snapshots(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        return cli_iceberg.files(iceberg, args, out)
+    if args.ref is not None:
+        raise ValueError("--ref names an Iceberg branch or tag; on Paimon tables use --tag or --branch")
     table = _open(args)
     snapshot, tag = _selected_snapshot(table, args)
     rows = (
@@ -170,6 +176,8 @@ def cmd_files(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_manifests(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        return cli_iceberg.manifests(iceberg, args, out)
     table = _open(args)
     snapshot, _ = _selected_snapshot(table, args)
     rows = manifest_rows(table, snapshot) if snapshot else []
@@ -182,6 +190,8 @@ def cmd_manifests(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        return cli_iceberg.inspect(iceberg, args, out)
     table = _open(args)
     s = summarize_table(table)
     if args.json:
@@ -216,6 +226,8 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        cli_iceberg.refuse(iceberg, "manifest compaction")
     table = _open(args)
     mode: Mode = "minor" if args.minor else "full"
     result = compact_manifests(table, mode, dry_run=args.dry_run)
@@ -249,6 +261,8 @@ def _kinds(files: dict[str, int], sizes: dict[str, int]) -> str:
 
 
 def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        cli_iceberg.refuse(iceberg, "snapshot expiry")
     table = _open(args)
     result = expire_snapshots(
         table,
@@ -275,6 +289,8 @@ def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        cli_iceberg.refuse(iceberg, "orphan cleanup")
     table = _open(args)
     result = remove_orphan_files(
         table,
@@ -361,11 +377,15 @@ def _print_commit(
 
 
 def cmd_commit(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        return cli_iceberg.commit(iceberg, args, out)
     table = _open(args)
     _commit_files(args, table, register_files(table, args.add), out)
 
 
 def cmd_write(args: argparse.Namespace, out: TextIO) -> None:
+    if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
+        return cli_iceberg.write(iceberg, args, out)
     table = _open(args)
     data = read_source(args.source, parse_storage_options(args.storage_option))
     overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
@@ -398,7 +418,24 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="print a traceback on errors")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("table", help="table root: a local path, file://, s3://, or any fsspec URL")
+    common.add_argument(
+        "table",
+        help="table root (a local path, file://, s3://, any fsspec URL), an Iceberg *.metadata.json, "
+        "or namespace.table with --catalog/--catalog-property",
+    )
+    common.add_argument(
+        "--format",
+        choices=("paimon", "iceberg"),
+        help="the table format (default: detected: Paimon has snapshot/ and schema/, Iceberg metadata/*.metadata.json)",
+    )
+    common.add_argument("--catalog", metavar="NAME", help="an Iceberg catalog from pyiceberg's configuration")
+    common.add_argument(
+        "--catalog-property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an Iceberg catalog property as pyiceberg's load_catalog takes it (repeatable), e.g. "
+        "type=sql uri=sqlite:////path/catalog.db warehouse=file:///path",
+    )
     common.add_argument(
         "--storage-option",
         action="append",
@@ -421,6 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     which = files.add_mutually_exclusive_group()
     which.add_argument("--snapshot", type=int, metavar="ID")
     which.add_argument("--tag", metavar="NAME")
+    which.add_argument("--ref", metavar="NAME", help="an Iceberg branch or tag")
     manifests = add("manifests", cmd_manifests, "list the data manifests of a snapshot (default: latest)")
     manifests.add_argument("--snapshot", type=int, metavar="ID")
     add("inspect", cmd_inspect, "summarize schema, options, snapshots, tags, consumers, files and manifests")
