@@ -3,7 +3,7 @@
 :func:`open_iceberg` decides whether a command's TABLE is an Iceberg table: ``--format iceberg``, a
 catalog (``--catalog NAME`` from pyiceberg's own configuration, or ``--catalog-property KEY=VALUE``), a
 ``*.metadata.json`` path, or a table root whose ``metadata/`` holds ``*.metadata.json`` files
-(:func:`~airflow_lakeformat.core.iceberg.catalog.detect_format`). Anything else stays a Paimon table.
+(:func:`~airflow_lakeformat.core.formats.detect_format`). Anything else stays a Paimon table.
 The documents come from ``core/iceberg`` (pyiceberg's model, our manifest decoding); this module only
 prints them.
 """
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.errors import UnsupportedFormatError
+from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
@@ -41,11 +42,9 @@ def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
     properties = catalog_properties(args)
     catalog = getattr(args, "catalog", None)
     storage = parse_storage_options(args.storage_option)
-    if fmt != "iceberg" and not catalog and not properties:
-        from airflow_lakeformat.core.iceberg.catalog import detect_format
-
-        if detect_format(args.table, storage_options=storage) != "iceberg":
-            return None
+    explicit = fmt == "iceberg" or catalog or properties
+    if not explicit and detect_format(args.table, storage_options=storage) != "iceberg":
+        return None
     from airflow_lakeformat.core.iceberg.catalog import open_table
 
     return open_table(

@@ -22,6 +22,18 @@ class TableNotFoundError(LakeformatError, FileNotFoundError):
         super().__init__(f"{location}: not a Paimon table ({reason})")
 
 
+class UnknownTableFormatError(TableNotFoundError):
+    """Neither a Paimon nor an Iceberg table at the location (``core.formats.detect_format``)."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        self.location = location
+        self.reason = reason
+        FileNotFoundError.__init__(self, f"{location}: no Paimon or Iceberg table here ({reason})")
+
+    def __str__(self) -> str:
+        return f"{self.location}: no Paimon or Iceberg table here ({self.reason})"
+
+
 class CorruptMetadataError(LakeformatError, ValueError):
     """A metadata file exists but cannot be decoded, or decodes to something Paimon would reject."""
 

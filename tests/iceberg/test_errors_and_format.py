@@ -18,8 +18,9 @@ from airflow_lakeformat.core.errors import (
     TableNotFoundError,
     UnsupportedFormatError,
 )
+from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import detect_format, open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
 from airflow_lakeformat.core.iceberg.files import files_document
 from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
 from airflow_lakeformat.core.iceberg.inspect import inspect_document

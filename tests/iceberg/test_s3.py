@@ -6,8 +6,9 @@ import datetime
 
 import pytest
 
+from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import detect_format, open_path_table
+from airflow_lakeformat.core.iceberg.catalog import open_path_table
 from airflow_lakeformat.core.iceberg.files import files_document
 from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
 from airflow_lakeformat.core.iceberg.inspect import inspect_document

@@ -98,4 +98,4 @@ def test_corruption_and_hint_fallbacks_over_s3(
     code, out, err = run("files", remote, "--json", *options)
     assert code == cli.EXIT_CORRUPT and out == "" and manifests[0]["fileName"] in err
     code, _, err = run("files", f"{s3_bucket}/no-such-table", "--json", *options)
-    assert code == cli.EXIT_NO_TABLE and "not a Paimon table" in err
+    assert code == cli.EXIT_NO_TABLE and "no Paimon or Iceberg table here" in err

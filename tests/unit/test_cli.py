@@ -107,7 +107,7 @@ def test_console_script_runs_as_a_process(sample_tables: Path) -> None:
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert proc.returncode == cli.EXIT_NO_TABLE and proc.stdout == ""
-    assert proc.stderr.startswith("lakeformat: error: /nonexistent/table: not a Paimon table")
+    assert proc.stderr.startswith("lakeformat: error: /nonexistent/table: no Paimon or Iceberg table here")
 
 
 def test_usage_error_exit_code(sample_tables: Path) -> None:

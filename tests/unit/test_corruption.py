@@ -107,4 +107,4 @@ def test_snapshot_version_4_is_refused(table: Path) -> None:
 
 def test_not_a_table(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
-    expect_error(tmp_path / "empty", cli.EXIT_NO_TABLE, "not a Paimon table")
+    expect_error(tmp_path / "empty", cli.EXIT_NO_TABLE, "no Paimon or Iceberg table here")

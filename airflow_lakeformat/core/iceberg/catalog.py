@@ -23,7 +23,7 @@ import json
 import os
 import posixpath
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 
 from pyiceberg.catalog import Catalog, load_catalog
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
@@ -33,8 +33,9 @@ from pyiceberg.table import StaticTable
 from pyiceberg.table import Table as PyIcebergTable
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, LakeformatError, MissingMetadataError
+from airflow_lakeformat.core.formats import is_metadata_file
 from airflow_lakeformat.core.iceberg import metadata_files
-from airflow_lakeformat.core.iceberg.errors import IcebergTableNotFoundError, UnknownTableFormatError
+from airflow_lakeformat.core.iceberg.errors import IcebergTableNotFoundError
 from airflow_lakeformat.core.iceberg.fileio import pyiceberg_io_properties, storage_options_from_properties
 from airflow_lakeformat.core.iceberg.hadoop_catalog import (
     HadoopLayoutCatalog,
@@ -44,17 +45,7 @@ from airflow_lakeformat.core.iceberg.hadoop_catalog import (
 from airflow_lakeformat.core.iceberg.table import DEFAULT_READ_PARALLELISM, IcebergTable
 from airflow_lakeformat.core.io import FileIO
 
-TableFormat = Literal["paimon", "iceberg"]
-PAIMON_MARKERS = ("snapshot", "schema")
 SQLITE_CATALOG_FILE = "iceberg_catalog.db"
-
-
-def is_metadata_file(uri: str) -> bool:
-    """True for ``*.metadata.json`` (and gzip ``*.gz.metadata.json`` / legacy ``*.metadata.json.gz``)."""
-    name = uri.rstrip("/").rsplit("/", 1)[-1]
-    return name.endswith(metadata_files.METADATA_SUFFIX) or name.endswith(
-        metadata_files.METADATA_SUFFIX + ".gz"
-    )
 
 
 def open_path_table(
@@ -229,53 +220,3 @@ def open_table(
             uri_or_identifier, catalog_name, catalog_properties, storage_options, read_parallelism
         )
     return open_path_table(uri_or_identifier, storage_options, read_parallelism)
-
-
-def _fs_path(uri: str, io: FileIO) -> str:
-    if "://" in uri:
-        rest = uri.split("://", 1)[1]
-        return rest if io.protocol != "file" else "/" + rest.lstrip("/")
-    return os.path.abspath(uri) if io.is_local else uri
-
-
-def detect_format(
-    uri: str, io: FileIO | None = None, storage_options: Mapping[str, Any] | None = None
-) -> TableFormat:
-    """Whether ``uri`` is a Paimon or an Iceberg table.
-
-    Args:
-        uri: Table root (or an Iceberg ``*.metadata.json`` file).
-        io: The FileIO of the store (made from ``uri`` and ``storage_options`` if omitted).
-        storage_options: fsspec options, used only when ``io`` is omitted.
-
-    Returns:
-        ``"paimon"`` when the root has ``snapshot/`` or ``schema/``; ``"iceberg"`` for a metadata file or a
-        root with ``metadata/*.metadata.json``.
-
-    Raises:
-        UnknownTableFormatError: (a TableNotFoundError) neither, naming what was looked for.
-
-    Example:
-        >>> detect_format("/warehouse/events")  # doctest: +SKIP
-        'iceberg'
-    """
-    if io is None:
-        io, path = FileIO.for_uri(uri, storage_options)
-    else:
-        path = _fs_path(uri, io).rstrip("/") or "/"
-    if is_metadata_file(path):
-        if io.exists(path):
-            return "iceberg"
-        raise UnknownTableFormatError(uri, "the metadata file does not exist")
-    names = set(io.list_names(path))
-    if names.intersection(PAIMON_MARKERS):
-        return "paimon"
-    if metadata_files.METADATA_DIR in names:
-        metadata_names = io.list_names(io.join(path, metadata_files.METADATA_DIR))
-        if any(is_metadata_file(name) for name in metadata_names):
-            return "iceberg"
-    if not names and not io.exists(path):
-        raise UnknownTableFormatError(uri, "the path does not exist")
-    raise UnknownTableFormatError(
-        uri, "looked for Paimon snapshot/ or schema/ and for Iceberg metadata/*.metadata.json; found neither"
-    )

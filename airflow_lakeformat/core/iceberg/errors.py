@@ -32,18 +32,6 @@ class IcebergTableNotFoundError(TableNotFoundError):
         return f"{self.location}: not an Iceberg table ({self.reason})"
 
 
-class UnknownTableFormatError(TableNotFoundError):
-    """``detect_format`` found neither a Paimon nor an Iceberg table at the location."""
-
-    def __init__(self, location: str, reason: str) -> None:
-        self.location = location
-        self.reason = reason
-        FileNotFoundError.__init__(self, f"{location}: no Paimon or Iceberg table here ({reason})")
-
-    def __str__(self) -> str:
-        return f"{self.location}: no Paimon or Iceberg table here ({self.reason})"
-
-
 class ReadOnlyTableError(UnsupportedFormatError):
     """A commit was attempted on a table opened read-only (from a ``*.metadata.json`` file)."""
 
