@@ -56,6 +56,7 @@ from airflow_lakeformat.core.live_files import live_files
 from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
 from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
+from airflow_lakeformat.core.maintenance.results import human_bytes
 from airflow_lakeformat.core.manifest import ManifestEntry
 from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import parse_overwrite_spec
@@ -120,15 +121,6 @@ def _time(millis: int | None) -> str:
     if millis is None:
         return "-"
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def cmd_snapshots(args: argparse.Namespace, out: TextIO) -> None:
@@ -212,10 +204,10 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
         lines += [
             f"snapshots        {s.snapshot_count} ({s.earliest_snapshot}..{s.latest_snapshot}); latest "
             f"{s.latest_commit_kind} at {_time(s.latest_time_millis)}",
-            f"live files       {s.live_file_count} files, {_bytes(s.live_file_bytes)}, {s.live_row_count} rows",
-            f"manifests        {s.manifest_count} manifests, {_bytes(s.manifest_bytes)}",
+            f"live files       {s.live_file_count} files, {human_bytes(s.live_file_bytes)}, {s.live_row_count} rows",
+            f"manifests        {s.manifest_count} manifests, {human_bytes(s.manifest_bytes)}",
             f"small files      {s.small_file_count} of {s.live_file_count} ({s.small_file_share:.0%}) "
-            f"below {_bytes(s.small_file_threshold)}",
+            f"below {human_bytes(s.small_file_threshold)}",
         ]
     lines.append("tags             " + (", ".join(f"{k} -> snapshot {v}" for k, v in s.tags.items()) or "-"))
     lines.append(
@@ -234,16 +226,7 @@ def cmd_compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         _emit_json({"table": table.uri, **result.to_json()}, out)
         return
-    verb = "would merge" if args.dry_run else "merged"
-    if not result.changed:
-        out.write(f"{mode} manifest compaction: nothing to merge ({result.manifests_before} manifests)\n")
-        return
-    out.write(
-        f"{mode} manifest compaction {verb} {result.manifests_before} manifests ({_bytes(result.bytes_before)}) "
-        f"into {result.manifests_after} ({_bytes(result.bytes_after)})"
-        + (f"; committed snapshot {result.snapshot_id}" if result.snapshot_id else "")
-        + "\n"
-    )
+    out.write(result.summary() + "\n")
 
 
 def _duration(text: str) -> timedelta:
@@ -251,13 +234,6 @@ def _duration(text: str) -> timedelta:
         return parse_duration(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def _kinds(files: dict[str, int], sizes: dict[str, int]) -> str:
-    return (
-        ", ".join(f"{count} {kind} ({_bytes(sizes.get(kind, 0))})" for kind, count in files.items())
-        or "nothing"
-    )
 
 
 def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
@@ -277,13 +253,7 @@ def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         _emit_json(document, out)
         return
-    expired = document["snapshotsExpired"]
-    verb = "would expire" if args.dry_run else "expired"
-    span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
-    out.write(f"{verb} {span} (earliest now {document['earliestAfter']}, latest {document['latest']})\n")
-    out.write(
-        f"files {'to delete' if args.dry_run else 'deleted'}: {_kinds(document['files'], document['bytes'])}\n"
-    )
+    out.write(result.summary() + "\n")
     for line in document["decisions"] + document["warnings"]:
         out.write(f"  {line}\n")
 
@@ -303,13 +273,7 @@ def cmd_remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         _emit_json(document, out)
         return
-    out.write(
-        f"listed {document['filesListed']} files, {document['candidates']} older than {args.older_than}, "
-        f"{document['orphans']} orphaned\n"
-    )
-    out.write(
-        f"files {'to delete' if args.dry_run else 'deleted'}: {_kinds(document['files'], document['bytes'])}\n"
-    )
+    out.write(result.summary() + "\n")
 
 
 def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
@@ -356,6 +320,8 @@ def _print_commit(
     discarded: int = 0,
 ) -> None:
     document = {
+        "operation": "write" if args.command == "write" else "commit",
+        "format": "paimon",
         "table": table.uri,
         **result.to_json(),
         "filesAdded": 0 if result.already_committed else len(added),

@@ -1,6 +1,9 @@
-"""The engine-free Paimon core: reads (and, for maintenance, writes) Paimon metadata over fsspec.
+"""The engine-free core: Paimon metadata read and written by our own code, Iceberg through pyiceberg.
 
-Imports neither airflow nor pyspark; the Spark jobs and the Airflow layer build on it.
+``open_table`` (``core/tables.py``) is the entry point for both formats; ``core/iceberg/`` is the Iceberg
+package; the format-neutral parts are ``io``, ``errors``, ``formats``, ``progress`` and
+``maintenance/{deletion,lock,results}``. Imports neither airflow nor pyspark; the Spark jobs and the
+Airflow layer build on it.
 """
 
 from importlib import import_module
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.schema import TableSchema
     from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
     from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.tables import open_table
 
 # Resolved on first use: importing one submodule (the operators import ``core.errors`` while a DAG file is
 # parsed) must not load the Avro codecs, pyarrow and fsspec with it.
@@ -45,6 +49,7 @@ _EXPORTS = {
     "CommitKind": "snapshot",
     "Snapshot": "snapshot",
     "Table": "table",
+    "open_table": "tables",
 }
 
 
@@ -77,4 +82,5 @@ __all__ = [
     "UnsupportedFormatError",
     "live_entries",
     "live_files",
+    "open_table",
 ]

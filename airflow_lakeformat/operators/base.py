@@ -166,8 +166,10 @@ class LakeformatBaseOperator(BaseOperator):
         raise NotImplementedError
 
     def summarize(self, result: Mapping[str, Any]) -> str:
-        """One line for the task log."""
-        return f"{type(self).__name__} on {result.get('table')}: done"
+        """One line for the task log: the same summary the CLI prints for the operation's result."""
+        from airflow_lakeformat.core.maintenance.results import summary
+
+        return summary(result)
 
     def lock_owner(self, context: Context) -> str:
         ti = context["ti"]

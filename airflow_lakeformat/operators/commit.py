@@ -202,6 +202,8 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
         user = self.commit_user or self.hook.commit_user(ti.dag_id, ti.task_id)
         result, added, deleted = self._commit(table, staged, user, identifier)
         document = {
+            "operation": "commit",
+            "format": "paimon",
             **result.to_json(),
             "table": table.uri,
             "filesAdded": added,
@@ -270,12 +272,3 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
         for outlet in self.outlets:
             if getattr(outlet, "uri", None) == table_asset(table_uri).uri:
                 events[outlet].extra = extra
-
-    def summarize(self, result: Mapping[str, Any]) -> str:
-        if result.get("alreadyCommitted"):
-            return f"{result['table']}: snapshot {result['snapshotId']} already holds this commit (a retry)"
-        return (
-            f"{result['table']}: committed snapshot {result['snapshotId']} ({result['commitKind']}), "
-            f"{result['filesAdded']} file(s) added, {result['filesDeleted']} removed, "
-            f"{result['deltaRecordCount']} records"
-        )

@@ -112,18 +112,3 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         if self.target_file_size:
             args += ["--target-file-size", str(self.target_file_size)]
         return args
-
-    def summarize(self, result: Mapping[str, Any]) -> str:
-        where = result.get("table")
-        if not result.get("groups"):
-            return f"{where}: no group of at least the minimum file count to compact"
-        if result.get("dryRun"):
-            return (
-                f"{where}: would rewrite {result.get('filesRewritten')} files "
-                f"({result.get('bytesRewritten')} bytes) in {result.get('groups')} group(s)"
-            )
-        return (
-            f"{where}: rewrote {result.get('filesRewritten')} files in {result.get('groups')} group(s) into "
-            f"{result.get('filesWritten')} ({result.get('bytesRewritten')} -> {result.get('bytesWritten')} "
-            f"bytes); committed snapshot {result.get('snapshotId')}"
-        )

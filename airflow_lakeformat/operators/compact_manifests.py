@@ -7,7 +7,7 @@ changes nothing, and holds the table's maintenance lock while it runs (dry runs 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
@@ -46,14 +46,3 @@ class LakeformatCompactManifestsOperator(LakeformatMaintenanceOperator):
             raise ValueError(f"mode must be 'full' or 'minor', not {self.mode!r}")
         result = compact_manifests(table, "full" if self.mode == "full" else "minor", dry_run=self.is_dry_run)
         return result.to_json()
-
-    def summarize(self, result: Mapping[str, Any]) -> str:
-        verb = "would compact" if result.get("dryRun") else "compacted"
-        if result.get("merge") == "none":
-            return f"{result.get('table')}: manifests need no {self.mode} compaction ({result.get('manifestsBefore')} manifests)"
-        committed = f"; committed snapshot {result['snapshotId']}" if result.get("snapshotId") else ""
-        return (
-            f"{result.get('table')}: {verb} {result.get('manifestsBefore')} manifests "
-            f"({result.get('bytesBefore')} bytes) into {result.get('manifestsAfter')} "
-            f"({result.get('bytesAfter')} bytes), {self.mode} merge{committed}"
-        )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -82,12 +82,3 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
         if settings["older_than"] is not None:
             args += ["--older-than", duration_arg(settings["older_than"])]
         return args
-
-    def summarize(self, result: Mapping[str, Any]) -> str:
-        expired = result.get("snapshotsExpired") or []
-        verb = "would expire" if result.get("dryRun") else "expired"
-        span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
-        return (
-            f"{result.get('table')}: {verb} {span}; files {result.get('files')}, "
-            f"{result.get('bytesFreed')} bytes; earliest now {result.get('earliestAfter')}"
-        )

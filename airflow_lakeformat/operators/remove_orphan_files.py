@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -60,10 +60,3 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
         if as_bool(self.allow_short_older_than, "allow_short_older_than"):
             args.append("--allow-short-older-than")
         return args
-
-    def summarize(self, result: Mapping[str, Any]) -> str:
-        verb = "would delete" if result.get("dryRun") else "deleted"
-        return (
-            f"{result.get('table')}: listed {result.get('filesListed')} files, {result.get('candidates')} old "
-            f"enough, {result.get('orphans')} orphaned; {verb} {result.get('files')} ({result.get('bytesFreed')} bytes)"
-        )

@@ -143,7 +143,8 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         kind = CommitKind.OVERWRITE if overwrite else CommitKind.APPEND
         committer = Committer(table, user)
         document: dict[str, Any] = {
-            "job": "write",
+            "operation": "write",
+            "format": "paimon",
             "commitUser": user,
             "commitIdentifier": identifier,
             "dryRun": self.is_dry_run,
@@ -237,13 +238,3 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         for outlet in self.outlets:
             if getattr(outlet, "uri", None) == target:
                 events[outlet].extra = extra
-
-    def summarize(self, result: Mapping[str, Any]) -> str:
-        if result.get("alreadyCommitted"):
-            return f"{result['table']}: snapshot {result['snapshotId']} already holds this write (a retry)"
-        if result.get("dryRun"):
-            return f"{result['table']}: dry run, would write {self.source} ({result.get('sourceRows')} rows)"
-        return (
-            f"{result['table']}: wrote {result.get('rowsWritten')} rows in {result.get('filesWritten')} file(s) "
-            f"from {self.source}; snapshot {result.get('snapshotId')} ({result.get('execution')})"
-        )

@@ -46,12 +46,15 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
     ):
         assert f"-- airflow dags test {dag}" in out
     assert out.count("run finished: success") == 9 and "run finished: failed" not in out
-    assert f"{table}: wrote 1000 rows in 1 file(s)" in out and "; snapshot 4 (spark)" in out
+    assert (
+        f"{table}: wrote 1000 rows in 1 file(s), replaced 0; committed snapshot 4 (APPEND); execution: spark"
+        in out
+    )
     assert f"snapshot 4 (APPEND) of {table}: 1000 new records since snapshot 3" in out
     assert f"Asset file://{table}: 4 events from lakeformat_ingest.write_batch, snapshots [1, 2, 3, 4]" in out
     assert "would rewrite 4 files" in out and "rewrote 4 files in 1 group(s) into 1" in out
-    assert "expired snapshots 1..4; files {'data-file': 4," in out
-    assert "1 orphaned; deleted {'data-file': 1}" in out
+    assert "expired snapshots 1..4 (earliest now 5, latest " in out and "files deleted: 4 data-file (" in out
+    assert "1 orphaned; files deleted: 1 data-file (" in out
     assert row(out, "snapshots") == ("4", "2")
     assert row(out, "latest commit kind") == ("APPEND", "COMPACT")
     assert row(out, "live data files") == ("4", "1")

@@ -41,6 +41,7 @@ import pyarrow.parquet as pq
 from airflow_lakeformat.core.commit import Committer
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
 from airflow_lakeformat.core.live_files import live_entries
+from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.manifest import FileKind, FileSource, ManifestEntry
 from airflow_lakeformat.core.options import parse_bool
 from airflow_lakeformat.core.paths import DataFilePaths, PartitionCodec, PartitionFilter
@@ -145,8 +146,14 @@ class DataCompactionResult:
     rows_rewritten: int
     duration_seconds: float = 0.0
 
+    def summary(self) -> str:
+        """One line: what was (or would be) rewritten."""
+        return summary(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "operation": "compact-data",
+            "format": "paimon",
             "dryRun": self.dry_run,
             "snapshotBefore": self.snapshot_before,
             "snapshotId": self.snapshot_id,

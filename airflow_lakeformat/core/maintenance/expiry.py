@@ -38,6 +38,7 @@ from airflow_lakeformat.core.maintenance.references import (
     resolve_table_path,
     snapshot_references,
 )
+from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta
 from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import DataFilePaths
@@ -180,9 +181,14 @@ class SnapshotExpiryResult:
     earliest_after: int | None
     duration_seconds: float
 
+    def summary(self) -> str:
+        """One line: what was (or would be) expired and deleted."""
+        return summary(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "operation": "expire-snapshots",
+            "format": "paimon",
             "table": self.plan.table_uri,
             "dryRun": self.report.dry_run,
             "snapshotsExpired": self.plan.expired_ids,

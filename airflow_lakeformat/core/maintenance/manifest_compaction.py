@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_lakeformat.core.commit import COMMIT_ID_PROPERTY, WRITER_VERSION, Attempt, Committer
+from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.manifest import ManifestFileMeta
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.table import Table
@@ -43,8 +44,14 @@ class ManifestCompactionResult:
     def changed(self) -> bool:
         return self.merge != "none"
 
+    def summary(self) -> str:
+        """One line: what the merge did (or would do)."""
+        return summary(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "operation": "compact-manifests",
+            "format": "paimon",
             "mode": self.mode,
             "dryRun": self.dry_run,
             "merge": self.merge,

@@ -39,6 +39,7 @@ from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.live_files import gc_paused
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.references import resolve_table_path, snapshot_references
+from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 from airflow_lakeformat.core.snapshot import Snapshot
 from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
@@ -366,9 +367,14 @@ class OrphanCleanupResult:
     directories: DeletionReport
     duration_seconds: float
 
+    def summary(self) -> str:
+        """One line: what was listed, found orphaned and (or would be) deleted."""
+        return summary(self.to_json())
+
     def to_json(self) -> dict[str, Any]:
         return {
             "operation": "remove-orphan-files",
+            "format": "paimon",
             "table": self.plan.table_uri,
             "dryRun": self.report.dry_run,
             "olderThanSeconds": self.plan.older_than.total_seconds(),

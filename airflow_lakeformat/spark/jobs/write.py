@@ -256,6 +256,8 @@ def run(context: JobContext) -> dict[str, Any]:
     kind = CommitKind.OVERWRITE if args.overwrite is not None else CommitKind.APPEND
     overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
     document: dict[str, Any] = {
+        "operation": "write",
+        "format": "paimon",
         "commitUser": committer.commit_user,
         "commitIdentifier": identifier,
         "dryRun": args.dry_run,

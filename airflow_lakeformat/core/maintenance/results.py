@@ -1,0 +1,137 @@
+"""One human summary per operation, computed from the operation's JSON result.
+
+Every operation's result has a ``to_json()`` document with at least ``operation``, ``format`` and
+``dryRun`` (and ``table`` where the caller knows it). The CLI prints :func:`summary` of that document and
+the Airflow operators log the same line, whether the work ran in the worker or came back from a Spark
+job as JSON: one formatting, so the two can never drift apart. Unknown operations get a generic line.
+
+Example:
+    >>> summary({"operation": "compact-manifests", "table": "/wh/t", "dryRun": False, "merge": "none",
+    ...          "mode": "full", "manifestsBefore": 3})
+    '/wh/t: full manifest compaction: nothing to merge (3 manifests)'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def human_bytes(n: int | None) -> str:
+    """``1536`` -> ``"1.5 KiB"`` (bytes below 1 KiB as ``"512 B"``)."""
+    size = float(n or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
+def kinds(files: Mapping[str, int] | None, sizes: Mapping[str, int] | None) -> str:
+    """``{"data-file": 4}`` and their bytes -> ``"4 data-file (1.2 KiB)"``; ``"nothing"`` when empty."""
+    sizes = sizes or {}
+    return ", ".join(
+        f"{n} {kind} ({human_bytes(sizes.get(kind, 0))})" for kind, n in (files or {}).items()
+    ) or ("nothing")
+
+
+def _prefix(d: Mapping[str, Any]) -> str:
+    table = d.get("table")
+    return f"{table}: " if table else ""
+
+
+def _expire(d: Mapping[str, Any]) -> str:
+    expired = d.get("snapshotsExpired") or []
+    verb = "would expire" if d.get("dryRun") else "expired"
+    span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
+    deleted = "to delete" if d.get("dryRun") else "deleted"
+    return (
+        f"{verb} {span} (earliest now {d.get('earliestAfter')}, latest {d.get('latest')}); "
+        f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
+    )
+
+
+def _orphans(d: Mapping[str, Any]) -> str:
+    deleted = "to delete" if d.get("dryRun") else "deleted"
+    return (
+        f"listed {d.get('filesListed')} files, {d.get('candidates')} old enough, {d.get('orphans')} orphaned; "
+        f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
+    )
+
+
+def _compact_manifests(d: Mapping[str, Any]) -> str:
+    mode = d.get("mode", "full")
+    if d.get("merge") == "none":
+        return f"{mode} manifest compaction: nothing to merge ({d.get('manifestsBefore')} manifests)"
+    verb = "would merge" if d.get("dryRun") else "merged"
+    committed = f"; committed snapshot {d['snapshotId']}" if d.get("snapshotId") else ""
+    return (
+        f"{mode} manifest compaction {verb} {d.get('manifestsBefore')} manifests "
+        f"({human_bytes(d.get('bytesBefore'))}) into {d.get('manifestsAfter')} "
+        f"({human_bytes(d.get('bytesAfter'))}){committed}"
+    )
+
+
+def _compact_data(d: Mapping[str, Any]) -> str:
+    if not d.get("groups"):
+        return "no group of at least the minimum file count to compact"
+    if d.get("dryRun"):
+        return (
+            f"would rewrite {d.get('filesRewritten')} files ({human_bytes(d.get('bytesRewritten'))}) "
+            f"in {d.get('groups')} group(s)"
+        )
+    return (
+        f"rewrote {d.get('filesRewritten')} files in {d.get('groups')} group(s) into {d.get('filesWritten')} "
+        f"({human_bytes(d.get('bytesRewritten'))} -> {human_bytes(d.get('bytesWritten'))}); "
+        f"committed snapshot {d.get('snapshotId')}"
+    )
+
+
+def _write(d: Mapping[str, Any]) -> str:
+    if d.get("alreadyCommitted"):
+        discarded = d.get("filesDiscarded")
+        extra = f"; discarded the {discarded} file(s) this run wrote" if discarded else ""
+        return f"snapshot {d.get('snapshotId')} already holds this write (a re-run){extra}"
+    if d.get("dryRun"):
+        return f"dry run: would write {d.get('sourceRows', '?')} rows"
+    if d.get("snapshotId") is None:
+        return "nothing to write"
+    return (
+        f"wrote {d.get('rowsWritten')} rows in {d.get('filesWritten')} file(s), replaced "
+        f"{d.get('filesDeleted', 0)}; committed snapshot {d.get('snapshotId')} ({d.get('commitKind')})"
+    )
+
+
+def _commit(d: Mapping[str, Any]) -> str:
+    if d.get("alreadyCommitted"):
+        return f"snapshot {d.get('snapshotId')} already holds this commit (a re-run)"
+    return (
+        f"committed snapshot {d.get('snapshotId')} ({d.get('commitKind')}): +{d.get('filesAdded')} files, "
+        f"-{d.get('filesDeleted')} files"
+    )
+
+
+_SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
+    "expire-snapshots": _expire,
+    "remove-orphan-files": _orphans,
+    "compact-manifests": _compact_manifests,
+    "compact-data": _compact_data,
+    "write": _write,
+    "commit": _commit,
+}
+
+
+def summary(document: Mapping[str, Any]) -> str:
+    """One line saying what an operation did (or, in a dry run, would do), from its JSON result.
+
+    Args:
+        document: an operation's ``to_json()`` result, or the same document back from a Spark job or XCom.
+
+    Returns:
+        ``"<table>: <what happened>"`` (without the prefix when the document names no table), followed by
+        ``"; execution: spark"`` (or ``local``) when the document says where it ran.
+    """
+    render = _SUMMARIES.get(str(document.get("operation")))
+    text = render(document) if render else f"{document.get('operation', 'operation')} done"
+    where = f"; execution: {document['execution']}" if document.get("execution") else ""
+    return _prefix(document) + text + where

@@ -1,0 +1,321 @@
+"""One entry point for both formats: ``open_table(...)`` and ``table.maintenance``.
+
+The shape follows pyiceberg's ``table.maintenance.expire_snapshots()`` and delta-rs's
+``dt.vacuum(dry_run=True)`` / ``dt.optimize.compact()``: open a table, then call its maintenance
+operations, each of which has a ``plan_*`` twin that computes and returns the plan as a value and
+changes nothing. Every operation returns one result type per operation with ``to_json()`` (the
+document the CLI prints and the Airflow operators push to XCom) and ``summary()`` (the line both log).
+
+``dry_run`` means the same everywhere: plan and report, write and delete nothing. The operations that
+delete (``expire_snapshots``, ``remove_orphan_files``) default to ``dry_run=True``; the ones that
+only add files and commit (``compact_manifests``, ``compact_data``) default to ``False``, because
+what they replace stays on disk until an expiry deletes it.
+
+Example:
+    >>> table = open_table("/warehouse/db.db/events")                # Paimon, detected
+    >>> table.maintenance.expire_snapshots(retain_min=5).summary()   # a dry run
+    >>> table.maintenance.compact_manifests(mode="full")
+    >>> iceberg = open_table("db.events", catalog_properties={"type": "sql", "uri": "sqlite:///c.db"})
+    >>> iceberg.format
+    'iceberg'
+
+This module imports neither format at import time; each is loaded when a table of it is opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_lakeformat.core.errors import UnsupportedFormatError
+from airflow_lakeformat.core.formats import TableFormat, detect_format
+
+if TYPE_CHECKING:
+    from airflow_lakeformat.core.iceberg.table import IcebergTable
+    from airflow_lakeformat.core.maintenance.data_compaction import DataCompactionPlan, DataCompactionResult
+    from airflow_lakeformat.core.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
+    from airflow_lakeformat.core.maintenance.manifest_compaction import ManifestCompactionResult
+    from airflow_lakeformat.core.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
+    from airflow_lakeformat.core.table import Table
+
+ManifestMode = Literal["full", "minor"]
+
+
+def open_table(
+    uri_or_identifier: str,
+    *,
+    format: TableFormat | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    catalog: str | None = None,
+    catalog_properties: Mapping[str, str] | None = None,
+    branch: str = "main",
+) -> PaimonTable | IcebergLakeTable:
+    """Open a Paimon or an Iceberg table.
+
+    Args:
+        uri_or_identifier: a table root (local path, ``file://``, ``s3://``, any fsspec URL), an Iceberg
+            ``*.metadata.json`` (read-only), or ``namespace.table`` in an Iceberg catalog.
+        format: ``"paimon"`` or ``"iceberg"``; detected from the files when omitted (Paimon has
+            ``snapshot/`` and ``schema/``, Iceberg ``metadata/*.metadata.json``). A catalog implies Iceberg.
+        storage_options: fsspec options for the table's store (S3 keys, endpoint, ...).
+        catalog: an Iceberg catalog name from pyiceberg's configuration (``~/.pyiceberg.yaml``).
+        catalog_properties: Iceberg catalog properties as pyiceberg's ``load_catalog`` takes them.
+        branch: the Paimon branch to open (Iceberg refs are chosen per read).
+
+    Returns:
+        A table with ``.format``, ``.uri`` and ``.maintenance``.
+
+    Raises:
+        TableNotFoundError: no table of either format there (exit code 3 in the CLI).
+
+    Example:
+        >>> open_table("s3://lake/db.db/events", storage_options={"endpoint_url": "http://127.0.0.1:8333"})
+    """
+    if format is None:
+        if catalog or catalog_properties:
+            format = "iceberg"
+        else:
+            format = detect_format(uri_or_identifier, storage_options=storage_options)
+    if format == "iceberg":
+        from airflow_lakeformat.core.iceberg.catalog import open_table as open_iceberg
+
+        return IcebergLakeTable(
+            open_iceberg(
+                uri_or_identifier,
+                catalog_name=catalog,
+                catalog_properties=catalog_properties,
+                storage_options=storage_options,
+            )
+        )
+    if format != "paimon":
+        raise ValueError(f"format must be 'paimon' or 'iceberg', not {format!r}")
+    from airflow_lakeformat.core.table import Table
+
+    return PaimonTable(Table.open(uri_or_identifier, storage_options, branch=branch))
+
+
+class PaimonTable:
+    """A Paimon table behind the common facade; ``.native`` is the core's :class:`Table`."""
+
+    format: TableFormat = "paimon"
+
+    def __init__(self, native: Table) -> None:
+        self.native = native
+        self.maintenance = PaimonMaintenance(native)
+
+    @property
+    def uri(self) -> str:
+        return self.native.uri
+
+    def __repr__(self) -> str:
+        return f"PaimonTable({self.uri!r})"
+
+
+class IcebergLakeTable:
+    """An Iceberg table behind the common facade; ``.native`` is the core's :class:`IcebergTable`."""
+
+    format: TableFormat = "iceberg"
+
+    def __init__(self, native: IcebergTable) -> None:
+        self.native = native
+        self.maintenance = IcebergMaintenance(native)
+
+    @property
+    def uri(self) -> str:
+        return self.native.name
+
+    def __repr__(self) -> str:
+        return f"IcebergLakeTable({self.uri!r})"
+
+
+class PaimonMaintenance:
+    """Maintenance of one Paimon table: Paimon's own rules (``docs/maintenance.md``), stricter where safe."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def plan_expire_snapshots(
+        self,
+        *,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than: timedelta | None = None,
+        max_deletes: int | None = None,
+    ) -> SnapshotExpiryPlan:
+        """The expiry plan (which snapshots go, which files only they use); deletes nothing.
+
+        Args:
+            retain_min: keep at least this many snapshots (``snapshot.num-retained.min``, 10).
+            retain_max: keep at most this many (``snapshot.num-retained.max``).
+            older_than: expire only snapshots whose successor is older (``snapshot.time-retained``, 1 h).
+            max_deletes: expire at most this many snapshots per run (``snapshot.expire.limit``, 50).
+        """
+        from airflow_lakeformat.core.maintenance.expiry import plan_snapshot_expiry
+
+        return plan_snapshot_expiry(
+            self.table,
+            retain_min=retain_min,
+            retain_max=retain_max,
+            older_than=older_than,
+            max_deletes=max_deletes,
+        )
+
+    def expire_snapshots(
+        self,
+        *,
+        dry_run: bool = True,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than: timedelta | None = None,
+        max_deletes: int | None = None,
+        plan: SnapshotExpiryPlan | None = None,
+    ) -> SnapshotExpiryResult:
+        """Expire snapshots and delete the files only they used (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, delete nothing (default).
+            retain_min, retain_max, older_than, max_deletes: as for :meth:`plan_expire_snapshots`.
+            plan: carry out this plan instead of planning again; it is re-checked against the table first.
+        """
+        from airflow_lakeformat.core.maintenance.expiry import execute_snapshot_expiry
+
+        plan = plan or self.plan_expire_snapshots(
+            retain_min=retain_min, retain_max=retain_max, older_than=older_than, max_deletes=max_deletes
+        )
+        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run)
+
+    def plan_remove_orphan_files(
+        self, *, older_than: timedelta | None = None, allow_short_older_than: bool = False
+    ) -> OrphanCleanupPlan:
+        """List candidates older than ``older_than`` (1 day), then the used set; deletes nothing."""
+        from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
+
+        return plan_orphan_cleanup(
+            self.table,
+            older_than=DEFAULT_OLDER_THAN if older_than is None else older_than,
+            allow_short_older_than=allow_short_older_than,
+        )
+
+    def remove_orphan_files(
+        self,
+        *,
+        dry_run: bool = True,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        plan: OrphanCleanupPlan | None = None,
+    ) -> OrphanCleanupResult:
+        """Delete files no snapshot, tag or changelog uses (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, delete nothing (default).
+            older_than: only files older than this are candidates (default 1 day; under 1 hour refused
+                unless ``allow_short_older_than``).
+            allow_short_older_than: accept a short ``older_than`` (only when no writer is running).
+            plan: delete this plan's orphans; every batch is re-checked against the table first.
+        """
+        from airflow_lakeformat.core.maintenance.orphans import execute_orphan_cleanup
+
+        plan = plan or self.plan_remove_orphan_files(
+            older_than=older_than, allow_short_older_than=allow_short_older_than
+        )
+        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run)
+
+    def plan_compact_manifests(self, mode: ManifestMode = "full") -> ManifestCompactionResult:
+        """What a manifest compaction would do: the merge is computed and encoded, nothing is stored."""
+        return self.compact_manifests(mode, dry_run=True)
+
+    def compact_manifests(
+        self, mode: ManifestMode = "full", *, dry_run: bool = False
+    ) -> ManifestCompactionResult:
+        """Merge the latest snapshot's manifests (``full``: Paimon's ``compact_manifest``; ``minor``: the policy).
+
+        Args:
+            mode: ``"full"`` merges everything and drops DELETE entries; ``"minor"`` applies the table's
+                ordinary merge policy.
+            dry_run: report the merge, commit nothing.
+        """
+        from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
+
+        return compact_manifests(self.table, mode, dry_run=dry_run)
+
+    def plan_compact_data(
+        self,
+        *,
+        partitions: Sequence[Mapping[str, str | None]] | None = None,
+        min_file_count: int | None = None,
+        target_file_size: int | None = None,
+    ) -> DataCompactionPlan:
+        """Groups of small files per partition and bucket, bin-packed to the target size; writes nothing."""
+        from airflow_lakeformat.core.maintenance.data_compaction import plan_data_compaction
+
+        return plan_data_compaction(
+            self.table,
+            partitions=partitions,
+            min_file_count=min_file_count,
+            target_file_size=target_file_size,
+        )
+
+    def compact_data(
+        self,
+        *,
+        dry_run: bool = False,
+        partitions: Sequence[Mapping[str, str | None]] | None = None,
+        min_file_count: int | None = None,
+        target_file_size: int | None = None,
+    ) -> DataCompactionResult:
+        """Rewrite small level-0 Parquet files of an append table into target-size files (one COMPACT snapshot).
+
+        Args:
+            dry_run: plan and report, write and commit nothing.
+            partitions: only these partitions, matched by value (``[{"dt": "2024-01-01"}]``).
+            min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
+            target_file_size: bytes per output file (``target-file-size``).
+        """
+        from airflow_lakeformat.core.maintenance.data_compaction import compact_data
+
+        return compact_data(
+            self.table,
+            dry_run=dry_run,
+            partitions=partitions,
+            min_file_count=min_file_count,
+            target_file_size=target_file_size,
+        )
+
+
+class IcebergMaintenance:
+    """Maintenance of one Iceberg table.
+
+    Expiry, orphan cleanup, manifest compaction and data compaction of Iceberg tables are being built
+    (issues 11 and 12); until each lands, calling it raises :class:`UnsupportedFormatError` (exit code 5
+    in the CLI) and changes nothing.
+    """
+
+    def __init__(self, table: IcebergTable) -> None:
+        self.table = table
+
+    def _not_yet(self, operation: str) -> UnsupportedFormatError:
+        return UnsupportedFormatError(
+            self.table.name, f"{operation} of Iceberg tables is not implemented yet"
+        )
+
+    def expire_snapshots(self, **_: Any) -> Any:
+        raise self._not_yet("snapshot expiry")
+
+    plan_expire_snapshots = expire_snapshots
+
+    def remove_orphan_files(self, **_: Any) -> Any:
+        raise self._not_yet("orphan cleanup")
+
+    plan_remove_orphan_files = remove_orphan_files
+
+    def compact_manifests(self, mode: ManifestMode = "full", **_: Any) -> Any:
+        raise self._not_yet("manifest compaction")
+
+    def plan_compact_manifests(self, mode: ManifestMode = "full") -> Any:
+        raise self._not_yet("manifest compaction")
+
+    def compact_data(self, **_: Any) -> Any:
+        raise self._not_yet("data compaction")
+
+    plan_compact_data = compact_data
