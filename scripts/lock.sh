@@ -2,6 +2,7 @@
 # Regenerate the committed lock files (Airflow's constraint files can't be downloaded, so we lock ourselves).
 #   requirements/dev.lock      <- pyproject.toml (runtime deps + [dev] extra) + requirements/dev.in
 #   requirements/pypaimon.lock <- requirements/pypaimon.in (separate interop venv)
+#   requirements/iceberg.lock  <- requirements/iceberg.in (separate Java Iceberg oracle venv)
 # Usage: bash scripts/lock.sh [extra uv pip compile args, e.g. --upgrade or --upgrade-package NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,4 +29,7 @@ lock requirements/dev.lock "# Main dev/test environment for python 3.11. Regener
 lock requirements/pypaimon.lock \
   "# Separate pypaimon interop environment (.venv-pypaimon) for python 3.11. Regenerate with: bash scripts/lock.sh" \
   requirements/pypaimon.in "$@"
+lock requirements/iceberg.lock \
+  "# Separate Java Iceberg oracle environment (.venv-iceberg: pyspark 3.5 + Iceberg 1.10.2 jars) for python 3.11. Regenerate with: bash scripts/lock.sh" \
+  requirements/iceberg.in "$@"
 echo "lock.sh: wrote requirements/dev.lock ($(grep -c '==' requirements/dev.lock) pins) and requirements/pypaimon.lock ($(grep -c '==' requirements/pypaimon.lock) pins)"

@@ -76,5 +76,6 @@ else
     log "installed requirements/pypaimon.lock into .venv-pypaimon ($(elapsed "$t") s)"
   fi
 fi
+bash scripts/setup_iceberg_oracle.sh  # .venv-iceberg: the Java Iceberg oracle (LAKEFORMAT_SKIP_ICEBERG=1 skips it)
 
 log "done in $(elapsed "$T0") s"

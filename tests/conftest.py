@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.support.seaweedfs", "tests.support.pypaimon"]
+pytest_plugins = ["tests.support.seaweedfs", "tests.support.pypaimon", "tests.support.java_iceberg"]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

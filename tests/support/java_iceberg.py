@@ -1,0 +1,390 @@
+"""Main-process side of the Java Iceberg oracle (Java Iceberg 1.10.2 in Spark 3.5.7).
+
+Spark 3.5 cannot live next to the main venv's pyspark 4.3, so the oracle has its own virtualenv (``.venv-iceberg``,
+made by ``scripts/setup_iceberg_oracle.sh``) and this module only talks to it through a subprocess running
+``tests/interop/iceberg_oracle.py`` (see its docstring for the commands). Nothing here imports pyspark.
+``$LAKEFORMAT_ICEBERG_PYTHON`` overrides the oracle's interpreter.
+
+Fixtures (register with ``pytest_plugins = ["tests.support.java_iceberg"]`` in ``tests/conftest.py`` or in the
+test module):
+
+    java_iceberg_warehouse        session-scoped: every scenario built once by Java (Hadoop catalog ``hc``,
+                                  tables ``hc.db.<scenario>``; JDBC catalog ``jc`` on a SQLite file with
+                                  ``jc.jdb.jdbc_basic``), plus Java's baseline views of each table
+                                  (``.baseline[scenario]``: files at every snapshot/ref, snapshots, rows).
+                                  READ-ONLY: never modify it.
+    fresh_java_iceberg_warehouse  function-scoped: the same warehouse, restored from a tarball to its pristine
+                                  state before the test and again after it; modify freely.
+
+Why restore instead of copy: Iceberg metadata holds absolute paths (metadata.json -> manifest lists -> manifests
+-> data files), so a ``cp -r`` of a table is not an independent table; expiring "the copy" deletes the
+original's files. The session build therefore lives at one fixed path for the whole session, is tarred right
+after the build, and ``fresh_java_iceberg_warehouse`` untars it back over that SAME path. Both fixtures hand out
+the same :class:`JavaIcebergWarehouse` paths; a test must not use the read-only one for writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+ORACLE_SCRIPT = REPO_ROOT / "tests" / "interop" / "iceberg_oracle.py"
+RELOCATE_SCRIPT = REPO_ROOT / "scripts" / "relocate_jackson.py"
+VENV = REPO_ROOT / ".venv-iceberg"
+PYTHON_ENV_VAR = "LAKEFORMAT_ICEBERG_PYTHON"
+DEFAULT_PYTHON = VENV / "bin" / "python"
+DEFAULT_JAVA_HOME = "/usr/lib/jvm/java-17-openjdk-amd64"
+DEFAULT_TIMEOUT = 900.0
+RUNTIME_JAR_NAME = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+
+HADOOP_CATALOG = "hc"
+JDBC_CATALOG = "jc"  # also the catalog_name pyiceberg's SqlCatalog must use to see Java's JDBC tables
+SCENARIOS = (
+    "v1",
+    "v2_cow",
+    "v2_mor",
+    "v1_to_v2",
+    "partition_evolution",
+    "tags_branches",
+    "many_commits",
+    "v3_dv",
+)
+JDBC_SCENARIOS = ("jdbc_basic",)
+
+
+class JavaIcebergUnavailableError(RuntimeError):
+    """The oracle virtualenv or its jars are missing."""
+
+
+class JavaIcebergOracleError(RuntimeError):
+    """The oracle subprocess failed or printed something that is not one JSON document."""
+
+
+def iceberg_python() -> Path:
+    """The interpreter of ``.venv-iceberg`` ($LAKEFORMAT_ICEBERG_PYTHON overrides the default)."""
+    override = os.environ.get(PYTHON_ENV_VAR)
+    python = Path(override) if override else DEFAULT_PYTHON
+    if not (python.is_file() and os.access(python, os.X_OK)):
+        origin = f"${PYTHON_ENV_VAR}" if override else "the default location"
+        raise JavaIcebergUnavailableError(
+            f"Java Iceberg oracle interpreter not found at {python} ({origin}). "
+            "Run `bash scripts/setup_iceberg_oracle.sh` (or scripts/setup.sh) to create .venv-iceberg."
+        )
+    return python
+
+
+def oracle_jars() -> dict[str, Path]:
+    """The jars the oracle runs with: ``runtime`` (from the PyPI wheel), ``jackson`` (relocated), ``sqlite``."""
+    runtime = sorted(
+        VENV.glob(f"lib/python*/site-packages/snowpark_connect_deps_iceberg/jars/{RUNTIME_JAR_NAME}")
+    )
+    jackson = sorted((VENV / "oracle-jars").glob("iceberg-shaded-jackson-*.jar"))
+    sqlite = VENV / "oracle-jars" / "sqlite-jdbc.jar"
+    if not runtime or not jackson or not sqlite.is_file():
+        raise JavaIcebergUnavailableError(
+            f"oracle jars missing under {VENV}: run `bash scripts/setup_iceberg_oracle.sh`"
+        )
+    return {"runtime": runtime[-1], "jackson": jackson[-1], "sqlite": sqlite}
+
+
+def _session_args(warehouse: Path, catalog_db: Path | None, conf: Mapping[str, str] | None) -> list[str]:
+    args = ["--warehouse", str(warehouse)]
+    if catalog_db is not None:
+        args += ["--catalog-db", str(catalog_db)]
+    for key, value in (conf or {}).items():
+        args += ["--conf", f"{key}={value}"]
+    return args
+
+
+def run_oracle(
+    command: str,
+    *args: str | os.PathLike[str] | int,
+    warehouse: str | os.PathLike[str],
+    catalog_db: str | os.PathLike[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> Any:
+    """Run ``iceberg_oracle.py COMMAND <session options> ARGS...`` in .venv-iceberg; return its parsed JSON."""
+    session = _session_args(Path(warehouse), Path(catalog_db) if catalog_db else None, conf)
+    argv = [
+        str(iceberg_python()),
+        str(ORACLE_SCRIPT),
+        command,
+        *session,
+        *(os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args),
+    ]
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME", "PYSPARK_PYTHON"):
+        env.pop(name, None)  # the main venv's settings (and its pyspark 4) must not leak into the oracle
+    env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
+    env["PYTHONWARNINGS"] = "ignore"
+    completed = subprocess.run(
+        argv,
+        input=stdin,
+        stdin=None if stdin is not None else subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO_ROOT,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise JavaIcebergOracleError(
+            f"Java Iceberg oracle failed (exit {completed.returncode}): {' '.join(argv)}\n"
+            f"--- stderr (tail) ---\n{completed.stderr.strip()[-6000:]}\n"
+            f"--- stdout ---\n{completed.stdout.strip()[:2000]}"
+        )
+    try:
+        return json.loads(completed.stdout)
+    except json.JSONDecodeError as exc:
+        raise JavaIcebergOracleError(
+            f"Java Iceberg oracle printed invalid JSON ({exc}): {' '.join(argv)}\n"
+            f"--- stdout ---\n{completed.stdout[:2000]}\n--- stderr (tail) ---\n{completed.stderr.strip()[-4000:]}"
+        ) from exc
+
+
+def run_oracle_batch(
+    commands: Iterable[Iterable[str | os.PathLike[str] | int]],
+    *,
+    warehouse: str | os.PathLike[str],
+    catalog_db: str | os.PathLike[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> list[Any]:
+    """Run several oracle commands in ONE Spark session (a session start costs 3-5 s), in order.
+
+    ``run_oracle_batch([["files", "--table", "db.v1", "--all"], ["snapshots", "--table", "db.v1"]], ...)``
+    returns ``[<files result>, <snapshots result>]``. Commands take no session options."""
+    argvs = [[os.fspath(a) if isinstance(a, os.PathLike) else a for a in argv] for argv in commands]
+    result: list[Any] = run_oracle(
+        "batch",
+        warehouse=warehouse,
+        catalog_db=catalog_db,
+        conf=conf,
+        stdin=json.dumps(argvs),
+        timeout=timeout,
+    )
+    return result
+
+
+def check_jackson_jar(
+    runtime: Path, provided: Iterable[Path], jdk: str | None = DEFAULT_JAVA_HOME
+) -> tuple[int, dict[str, Any]]:
+    """Run ``scripts/relocate_jackson.py check --json``; returns (exit status, report)."""
+    argv = [
+        sys.executable,  # the script is pure Python: any interpreter will do
+        str(RELOCATE_SCRIPT),
+        "check",
+        "--runtime",
+        str(runtime),
+        "--json",
+        *(arg for jar in provided for arg in ("--jar", str(jar))),
+    ]
+    if jdk:
+        argv += ["--jdk", jdk]
+    completed = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=600)
+    if completed.returncode not in (0, 1):
+        raise JavaIcebergOracleError(f"relocate_jackson.py check crashed:\n{completed.stderr}")
+    return completed.returncode, json.loads(completed.stdout)
+
+
+# ---- a built warehouse -----------------------------------------------------------------------
+
+
+@dataclass
+class JavaIcebergWarehouse:
+    """A warehouse built by the oracle: the build document plus helpers that run oracle commands on it."""
+
+    warehouse: Path
+    catalog_db: Path
+    build: dict[str, Any]
+    # Java's views of the pristine tables, computed in the build's Spark session: scenario -> {"files": files
+    # --all --source java, "snapshots": snapshots, "rows": rows of the current snapshot}.
+    baseline: dict[str, dict[str, Any]] = field(default_factory=dict)
+    pristine: Path | None = None  # tarball of the pristine state (warehouse + catalog db)
+
+    @property
+    def tables(self) -> dict[str, dict[str, Any]]:
+        """Scenario name -> table summary (identifier, location, path, metadata_location, refs...)."""
+        tables: dict[str, dict[str, Any]] = self.build["tables"]
+        return tables
+
+    def run(
+        self, command: str, *args: str | os.PathLike[str] | int, conf: Mapping[str, str] | None = None
+    ) -> Any:
+        """One oracle command against this warehouse (and its JDBC catalog)."""
+        return run_oracle(command, *args, warehouse=self.warehouse, catalog_db=self.catalog_db, conf=conf)
+
+    def batch(
+        self,
+        commands: Iterable[Iterable[str | os.PathLike[str] | int]],
+        conf: Mapping[str, str] | None = None,
+    ) -> list[Any]:
+        """Several oracle commands in one Spark session."""
+        return run_oracle_batch(commands, warehouse=self.warehouse, catalog_db=self.catalog_db, conf=conf)
+
+    def files(
+        self,
+        table: str,
+        *,
+        snapshot: int | None = None,
+        ref: str | None = None,
+        all_versions: bool = False,
+        source: str = "sql",
+    ) -> Any:
+        """Java's live files (see ``iceberg_oracle.py files``)."""
+        return self.run(
+            "files", "--table", table, *_version_args(snapshot, ref, all_versions), "--source", source
+        )
+
+    def rows(
+        self, table: str, *, snapshot: int | None = None, ref: str | None = None, all_versions: bool = False
+    ) -> Any:
+        """Java's rows, normalised and sorted."""
+        return self.run("rows", "--table", table, *_version_args(snapshot, ref, all_versions))
+
+    def snapshots(self, table: str) -> dict[str, Any]:
+        """Java's snapshots, refs and logs."""
+        result: dict[str, Any] = self.run("snapshots", "--table", table)
+        return result
+
+    def call(
+        self, procedure: str, table: str, conf: Mapping[str, str] | None = None, **arguments: Any
+    ) -> list[dict[str, Any]]:
+        """``CALL <catalog>.system.<procedure>(table => ..., **arguments)``; the procedure's output rows."""
+        result: list[dict[str, Any]] = self.run(
+            "call", "--procedure", procedure, "--table", table, "--args", json.dumps(arguments), conf=conf
+        )
+        return result
+
+    def append(
+        self,
+        table: str,
+        commits: list[list[Mapping[str, Any]]],
+        *,
+        ref: str | None = None,
+        merge: bool = False,
+    ) -> list[int]:
+        """Java-API appends, one commit per list of rows; returns the new snapshot ids."""
+        rows_file = self.warehouse.parent / f"append-{os.getpid()}-{id(commits)}.json"
+        rows_file.write_text(json.dumps(commits), encoding="utf-8")
+        try:
+            args: list[str] = ["--table", table, "--rows", str(rows_file)]
+            if ref:
+                args += ["--ref", ref]
+            if merge:
+                args.append("--merge")
+            result: list[int] = self.run("append", *args)["snapshot_ids"]
+            return result
+        finally:
+            rows_file.unlink(missing_ok=True)
+
+    def restore(self) -> None:
+        """Put the pristine warehouse and catalog db back at the SAME paths (see the module docstring)."""
+        if self.pristine is None:
+            raise RuntimeError("this warehouse has no pristine tarball")
+        shutil.rmtree(self.warehouse, ignore_errors=True)
+        self.catalog_db.unlink(missing_ok=True)
+        with tarfile.open(self.pristine) as archive:
+            archive.extractall(self.pristine.parent, filter="tar")
+
+    def listing(self) -> dict[str, int]:
+        """Path (relative to the warehouse's parent) -> size of every file of the warehouse and the catalog db."""
+        base = self.warehouse.parent
+        files = [p for p in self.warehouse.rglob("*") if p.is_file()]
+        if self.catalog_db.is_file():
+            files.append(self.catalog_db)
+        return {str(path.relative_to(base)): path.stat().st_size for path in files}
+
+
+def _version_args(snapshot: int | None, ref: str | None, all_versions: bool) -> list[str]:
+    if snapshot is not None:
+        return ["--snapshot", str(snapshot)]
+    if ref is not None:
+        return ["--ref", ref]
+    return ["--all"] if all_versions else []
+
+
+def build_warehouse(
+    base: Path, scenarios: Iterable[str] = SCENARIOS + JDBC_SCENARIOS
+) -> JavaIcebergWarehouse:
+    """Build ``scenarios`` under ``base`` (``base/warehouse`` + ``base/catalog.db``) and, in the same Spark
+    session, Java's baseline views of each table; then tar the result to ``base/pristine.tar`` so that it can be
+    restored at the same path."""
+    warehouse, catalog_db = base / "warehouse", base / "catalog.db"
+    scenarios = list(scenarios)
+    identifiers = [
+        f"{JDBC_CATALOG}.jdb.{n}" if n in JDBC_SCENARIOS else f"{HADOOP_CATALOG}.db.{n}" for n in scenarios
+    ]
+    commands: list[list[str]] = [["build", "--scenario", *scenarios]]
+    for identifier in identifiers:
+        commands += [
+            ["files", "--table", identifier, "--all", "--source", "java"],
+            ["snapshots", "--table", identifier],
+            ["rows", "--table", identifier],
+        ]
+    results = run_oracle_batch(commands, warehouse=warehouse, catalog_db=catalog_db)
+    build, views = results[0], results[1:]
+    baseline = {
+        name: {"files": views[3 * i], "snapshots": views[3 * i + 1], "rows": views[3 * i + 2]}
+        for i, name in enumerate(scenarios)
+    }
+    pristine = base / "pristine.tar"
+    with tarfile.open(pristine, "w") as archive:
+        archive.add(warehouse, arcname=warehouse.name)
+        if catalog_db.exists():
+            archive.add(catalog_db, arcname=catalog_db.name)
+    return JavaIcebergWarehouse(
+        warehouse=warehouse, catalog_db=catalog_db, build=build, baseline=baseline, pristine=pristine
+    )
+
+
+def pyiceberg_sql_catalog(target: JavaIcebergWarehouse) -> Any:
+    """pyiceberg's SqlCatalog on the oracle's SQLite file: named ``jc`` (the JDBC rows' catalog_name), same
+    warehouse. Imported lazily so that modules not using pyiceberg don't pay for it."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog(JDBC_CATALOG, uri=f"sqlite:///{target.catalog_db}", warehouse=target.warehouse.as_uri())
+
+
+# ---- pytest fixtures -------------------------------------------------------------------------
+
+
+def _require_oracle() -> None:
+    try:
+        iceberg_python()
+        oracle_jars()
+    except JavaIcebergUnavailableError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def java_iceberg_warehouse(tmp_path_factory: pytest.TempPathFactory) -> JavaIcebergWarehouse:
+    """Every scenario, built once per session by Java Iceberg at a fixed path. Shared: treat it as read-only."""
+    _require_oracle()
+    return build_warehouse(tmp_path_factory.mktemp("java-iceberg"))
+
+
+@pytest.fixture
+def fresh_java_iceberg_warehouse(
+    java_iceberg_warehouse: JavaIcebergWarehouse,
+) -> Iterator[JavaIcebergWarehouse]:
+    """The session warehouse restored to pristine at the same path before the test, and again after it."""
+    java_iceberg_warehouse.restore()
+    try:
+        yield java_iceberg_warehouse
+    finally:
+        java_iceberg_warehouse.restore()
