@@ -67,9 +67,7 @@ def test_manifests_and_inspect(sample_tables: Path) -> None:
         assert expected in text
     summary = json.loads(run("inspect", root, "--json")[1])
     assert (
-        summary["liveFileCount"] == 3
-        and summary["manifestCount"] == 4
-        and summary["smallFileShare"] == 1.0
+        summary["liveFileCount"] == 3 and summary["manifestCount"] == 4 and summary["smallFileShare"] == 1.0
     )
     # camelCase like every other command, at the top level only: option names stay Paimon's own.
     assert all("_" not in key for key in summary)

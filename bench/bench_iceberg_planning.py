@@ -1,16 +1,22 @@
-"""Measure live-file listing on a table with many manifests: ours (fastavro / pyiceberg decoder) vs pyiceberg.
+"""Iceberg live-file planning: ours against pyiceberg's ``plan_files()`` and ``inspect.files()`` on one table.
 
-A test helper, not a test (no timing assertions anywhere). Run:
+    .venv/bin/python bench/bench_iceberg_planning.py [--manifests 2000] [--files-per-manifest 20]
+        [--columns 10] [--repeat 3] [--out bench/results/iceberg_planning.json]
 
-    .venv/bin/python -m tests.iceberg.bench_live_files [manifests] [files-per-manifest] [columns]
-
-It writes one snapshot whose manifest list holds ``manifests`` manifests (pyiceberg's ``write_manifest``),
-each with ``files-per-manifest`` data entries carrying full per-column metrics for ``columns`` columns, and
-times ``files_document`` with each decoder against pyiceberg's ``inspect.files()`` and ``plan_files()``.
+It writes one snapshot whose manifest list holds ``--manifests`` manifests (pyiceberg's ``write_manifest``),
+each with ``--files-per-manifest`` data entries carrying full per-column metrics for ``--columns`` columns,
+then times, best of ``--repeat`` in this process: ``files_document`` with our fastavro decoder (the
+default), the same with pyiceberg's decoder inside our reader, pyiceberg's ``inspect.files()`` and
+``scan().plan_files()``. The ratios are against the pyiceberg baselines of the same run. It checks its own
+answer: the set of paths (and record counts) ours returns must equal pyiceberg's ``plan_files()`` and
+``inspect.files()``; a mismatch exits 1 whatever the timings.
 """
 
 from __future__ import annotations
 
+import argparse
+import json
+import platform
 import sys
 import tempfile
 import time
@@ -106,41 +112,80 @@ def build(root: Path, manifests: int, per_manifest: int, columns: int) -> None:
     commit_with_retry(table, stage)
 
 
-def timed(label: str, fn: object, repeat: int = 3) -> float:
-    best = float("inf")
+def timed(label: str, fn: object, repeat: int) -> tuple[float, object]:
+    best, result = float("inf"), None
     for _ in range(repeat):
         started = time.perf_counter()
         result = fn()  # type: ignore[operator]
         best = min(best, time.perf_counter() - started)
-    print(f"{label:45s} {best:8.3f} s  ({result})")
-    return best
+    print(f"{label:45s} {best:8.3f} s")
+    return best, result
 
 
-def main() -> None:
-    manifests = int(sys.argv[1]) if len(sys.argv) > 1 else 2000
-    per_manifest = int(sys.argv[2]) if len(sys.argv) > 2 else 20
-    columns = int(sys.argv[3]) if len(sys.argv) > 3 else 10
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--manifests", type=int, default=2000)
+    parser.add_argument("--files-per-manifest", type=int, default=20)
+    parser.add_argument("--columns", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", help="write the figures as JSON here")
+    args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "bench"
         started = time.perf_counter()
-        build(root, manifests, per_manifest, columns)
+        build(root, args.manifests, args.files_per_manifest, args.columns)
+        built = time.perf_counter() - started
         print(
-            f"built {manifests} manifests x {per_manifest} files x {columns} columns in {time.perf_counter() - started:.1f} s"
+            f"built {args.manifests} manifests x {args.files_per_manifest} files x {args.columns} columns in {built:.1f} s"
         )
         table = open_path_table(str(root))
         pyt = table.table
-        ours = timed("files_document (fastavro, projected)", lambda: len(files_document(table)["files"]))
-        reference = timed(
-            "files_document (pyiceberg decoder)",
-            lambda: len(files_document(table, decoder=PyIcebergDecoder())["files"]),
-        )
-        inspect_files = timed("pyiceberg inspect.files()", lambda: pyt.inspect.files().num_rows)
-        plan = timed("pyiceberg scan().plan_files()", lambda: len(list(pyt.scan().plan_files())))
-        print(
-            f"speed-up vs inspect.files(): {inspect_files / ours:.1f}x, vs plan_files(): {plan / ours:.1f}x, "
-            f"pyiceberg decoder inside ours: {reference / ours:.1f}x slower than fastavro"
-        )
+
+        def ours() -> set[tuple[str, int]]:
+            return {(f["path"], f["recordCount"]) for f in files_document(table)["files"]}
+
+        def ours_pyiceberg_decoder() -> set[tuple[str, int]]:
+            document = files_document(table, decoder=PyIcebergDecoder())
+            return {(f["path"], f["recordCount"]) for f in document["files"]}
+
+        def inspect_files() -> set[tuple[str, int]]:
+            arrow = pyt.inspect.files()
+            return set(zip(arrow["file_path"].to_pylist(), arrow["record_count"].to_pylist(), strict=True))
+
+        def plan_files() -> set[tuple[str, int]]:
+            return {(t.file.file_path, t.file.record_count) for t in pyt.scan().plan_files()}
+
+        t_ours, r_ours = timed("ours: files_document (fastavro, projected)", ours, args.repeat)
+        t_dec, r_dec = timed("ours with pyiceberg's manifest decoder", ours_pyiceberg_decoder, args.repeat)
+        t_inspect, r_inspect = timed("pyiceberg inspect.files()", inspect_files, args.repeat)
+        t_plan, r_plan = timed("pyiceberg scan().plan_files()", plan_files, args.repeat)
+    expected = args.manifests * args.files_per_manifest
+    checks = {
+        "oursEqualsPlanFiles": r_ours == r_plan,
+        "oursEqualsInspectFiles": r_ours == r_inspect,
+        "decodersAgree": r_ours == r_dec,
+        "fileCount": len(r_ours) == expected,  # type: ignore[arg-type]
+    }
+    figures = {
+        "table": {"manifests": args.manifests, "filesPerManifest": args.files_per_manifest, "columns": args.columns,
+                  "files": expected},
+        "seconds": {"ours": round(t_ours, 3), "oursWithPyicebergDecoder": round(t_dec, 3),
+                    "pyicebergInspectFiles": round(t_inspect, 3), "pyicebergPlanFiles": round(t_plan, 3)},
+        "ratios": {"planFilesOverOurs": round(t_plan / t_ours, 2), "inspectFilesOverOurs": round(t_inspect / t_ours, 2)},
+        "checks": checks,
+        "repeat": args.repeat,
+        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+    }  # fmt: skip
+    print(json.dumps(figures, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")
+    if not all(checks.values()):
+        print(f"bench_iceberg_planning: a correctness check failed: {checks}", file=sys.stderr)
+        return 1
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
