@@ -219,7 +219,7 @@ def cmd_inspect(args: argparse.Namespace, out: TextIO) -> None:
 
 def cmd_compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
     if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
-        cli_iceberg.refuse(iceberg, "manifest compaction")
+        return cli_iceberg.compact_manifests(iceberg, args, out)
     table = _open(args)
     mode: Mode = "minor" if args.minor else "full"
     result = compact_manifests(table, mode, dry_run=args.dry_run)

@@ -130,6 +130,17 @@ def inspect(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
             out.write(f"{key:<24} {value}\n")
 
 
+def compact_manifests(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
+    """``compact-manifests [--full | --minor] [--dry-run]``: Java's rewrite_manifests or its merge policy."""
+    from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests as compact
+
+    result = compact(table, "minor" if args.minor else "full", dry_run=args.dry_run)
+    if args.json:
+        _emit({"table": table.name, **result.to_json()}, out)
+        return
+    out.write(result.summary() + "\n")
+
+
 def write(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``write --from FILE``: an append through pyiceberg (partition overwrite is not implemented yet)."""
     if args.overwrite is not None:

@@ -32,6 +32,10 @@ from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.formats import TableFormat, detect_format
 
 if TYPE_CHECKING:
+    from airflow_lakeformat.core.iceberg.manifest_compaction import (
+        IcebergManifestCompactionResult,
+        ManifestCompactionPlan,
+    )
     from airflow_lakeformat.core.iceberg.table import IcebergTable
     from airflow_lakeformat.core.maintenance.data_compaction import DataCompactionPlan, DataCompactionResult
     from airflow_lakeformat.core.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
@@ -286,9 +290,9 @@ class PaimonMaintenance:
 class IcebergMaintenance:
     """Maintenance of one Iceberg table.
 
-    Expiry, orphan cleanup, manifest compaction and data compaction of Iceberg tables are being built
-    (issues 11 and 12); until each lands, calling it raises :class:`UnsupportedFormatError` (exit code 5
-    in the CLI) and changes nothing.
+    Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor).
+    Expiry, orphan cleanup and data compaction of Iceberg tables are being built (issue 12); until each
+    lands, calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
     """
 
     def __init__(self, table: IcebergTable) -> None:
@@ -309,11 +313,37 @@ class IcebergMaintenance:
 
     plan_remove_orphan_files = remove_orphan_files
 
-    def compact_manifests(self, mode: ManifestMode = "full", **_: Any) -> Any:
-        raise self._not_yet("manifest compaction")
+    def plan_compact_manifests(
+        self, mode: ManifestMode = "full", *, branch: str = "main", target_size_bytes: int | None = None
+    ) -> ManifestCompactionPlan:
+        """The manifests a compaction would replace and write, per spec; writes and commits nothing."""
+        from airflow_lakeformat.core.iceberg.manifest_compaction import plan_manifest_compaction
 
-    def plan_compact_manifests(self, mode: ManifestMode = "full") -> Any:
-        raise self._not_yet("manifest compaction")
+        return plan_manifest_compaction(self.table, mode, branch=branch, target_size_bytes=target_size_bytes)
+
+    def compact_manifests(
+        self,
+        mode: ManifestMode = "full",
+        *,
+        dry_run: bool = False,
+        branch: str = "main",
+        target_size_bytes: int | None = None,
+    ) -> IcebergManifestCompactionResult:
+        """Rewrite the branch head's data manifests and commit a ``replace`` snapshot (live files unchanged).
+
+        Args:
+            mode: ``"full"`` clusters every live entry by partition into target-size manifests (Java's
+                ``rewrite_manifests``); ``"minor"`` applies the commit-time merge policy
+                (``commit.manifest.min-count-to-merge``, ``commit.manifest-merge.enabled``).
+            dry_run: compute and encode the new manifests, store and commit nothing.
+            branch: the branch whose head is compacted.
+            target_size_bytes: default ``commit.manifest.target-size-bytes`` (8 MB).
+        """
+        from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
+
+        return compact_manifests(
+            self.table, mode, dry_run=dry_run, branch=branch, target_size_bytes=target_size_bytes
+        )
 
     def compact_data(self, **_: Any) -> Any:
         raise self._not_yet("data compaction")

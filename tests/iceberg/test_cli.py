@@ -79,7 +79,7 @@ def test_write_and_commit_append_to_a_hadoop_table(tmp_path: Path) -> None:
 def test_operations_not_built_for_iceberg_yet_are_refused_typed(tmp_path: Path) -> None:
     build("hadoop", 2, tmp_path)
     before = sorted(p.name for p in (tmp_path / "t").rglob("*"))
-    for argv in (["expire"], ["remove-orphans"], ["compact-manifests", "--full"]):
+    for argv in (["expire"], ["remove-orphans"]):
         code, _, err = run(*argv[:1], str(tmp_path / "t"), *argv[1:])
         assert code == 5 and "not implemented yet" in err and err.count("\n") == 1, (argv, err)
     assert sorted(p.name for p in (tmp_path / "t").rglob("*")) == before
@@ -93,3 +93,24 @@ def test_format_flag_and_detection_errors(tmp_path: Path, sample_tables: Path) -
     (tmp_path / "empty").mkdir()
     code, _, err = run("snapshots", str(tmp_path / "empty"))
     assert code == 3 and str(tmp_path / "empty") in err
+
+
+def test_compact_manifests_dry_run_then_full_keeps_the_live_files(tmp_path: Path) -> None:
+    scenario = build("hadoop", 2, tmp_path)
+    root = str(tmp_path / "t")
+    before = files_document(scenario.table)["files"]
+    listing = sorted(p.name for p in (tmp_path / "t").rglob("*"))
+
+    code, out, err = run("compact-manifests", root, "--dry-run", "--json")
+    assert code == 0, err
+    dry = json.loads(out)
+    assert (dry["operation"], dry["format"], dry["dryRun"], dry["snapshotId"]) == (
+        "compact-manifests", "iceberg", True, None,
+    )  # fmt: skip
+    assert sorted(p.name for p in (tmp_path / "t").rglob("*")) == listing  # nothing written
+
+    code, text, err = run("compact-manifests", root, "--full")
+    assert code == 0 and "full manifest compaction merged" in text, err
+    table = open_path_table(root)
+    assert table.metadata.current_snapshot_id != scenario.snapshots[-1]
+    assert files_document(table)["files"] == before

@@ -70,11 +70,17 @@ def test_orphans_through_the_facade_default_to_a_dry_run(sample_tables: Path) ->
 
 
 def test_iceberg_tables_open_and_refuse_what_is_not_built_yet(tmp_path: Path) -> None:
-    from tests.iceberg.scenarios import create_table
+    from tests.iceberg.scenarios import build
 
-    create_table("hadoop", 2, tmp_path)
+    build("hadoop", 2, tmp_path)
     table = open_table(str(tmp_path / "t"))
     assert isinstance(table, IcebergLakeTable) and table.format == "iceberg"
+    plan = table.maintenance.plan_compact_manifests("full")
+    dry = table.maintenance.compact_manifests("full", dry_run=True)
+    assert (dry.to_json()["operation"], dry.to_json()["format"], dry.to_json()["dryRun"]) == (
+        "compact-manifests", "iceberg", True,
+    )  # fmt: skip
+    assert dry.to_json()["manifestsBefore"] > dry.to_json()["manifestsAfter"] and plan is not None
     before = files_under(tmp_path / "t")
     with pytest.raises(UnsupportedFormatError, match="not implemented yet"):
         table.maintenance.expire_snapshots(dry_run=False)

@@ -9,7 +9,9 @@ Imports neither airflow, pyspark nor the Paimon modules of the core; only the fo
 * ``table``: the ``IcebergTable`` wrapper; ``fileio``: storage options <-> pyiceberg FileIO properties;
 * ``manifests``, ``live_files``, ``manifest_decode``, ``partition_values``: reading manifests;
 * ``snapshots``, ``files``, ``inspect``, ``split_offsets``: the JSON documents;
-* ``commit`` (the retry loop) and ``write`` (append, add_files).
+* ``commit`` (the retry loop) and ``write`` (append, add_files);
+* ``manifest_compaction`` (plan, commit a ``replace`` snapshot), ``manifest_rewrite`` (full: Java's
+  ``RewriteManifests``), ``manifest_merge`` (minor: ``ManifestMergeManager``), ``manifest_writer``.
 
 Submodules are imported on use (``from airflow_lakeformat.core.iceberg.catalog import open_table``), so
 importing the package loads nothing heavy.
