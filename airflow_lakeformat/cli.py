@@ -58,12 +58,12 @@ from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compac
 from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 from airflow_lakeformat.core.maintenance.results import human_bytes
 from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import parse_overwrite_spec
 from airflow_lakeformat.core.register import read_source, register_files, write_data_files
 from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.units import parse_duration
 from airflow_lakeformat.core.written_files import commit_written_files
 
 

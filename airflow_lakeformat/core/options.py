@@ -1,11 +1,12 @@
-"""Table options with Paimon's defaults, and the parsers for Paimon's duration and memory-size strings."""
+"""Table options with Paimon's defaults (the duration and size parsers are format-neutral: ``core/units.py``)."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+
+from airflow_lakeformat.core.units import parse_bool, parse_duration, parse_memory_size
 
 INT_MAX = 2**31 - 1
 
@@ -34,52 +35,6 @@ DEFAULTS: dict[str, str] = {
     "commit.max-retries": "10",
     "write-only": "false",
 }
-
-_DURATION_UNITS = {
-    "ns": 1e-9, "nano": 1e-9, "nanos": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
-    "us": 1e-6, "µs": 1e-6, "micro": 1e-6, "micros": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
-    "ms": 1e-3, "milli": 1e-3, "millis": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
-    "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
-    "m": 60, "min": 60, "mins": 60, "minute": 60, "minutes": 60,
-    "h": 3600, "hour": 3600, "hours": 3600,
-    "d": 86400, "day": 86400, "days": 86400,
-}  # fmt: skip
-
-_MEMORY_UNITS = {
-    "": 1, "b": 1, "bytes": 1,
-    "k": 1 << 10, "kb": 1 << 10, "kibibytes": 1 << 10,
-    "m": 1 << 20, "mb": 1 << 20, "mebibytes": 1 << 20,
-    "g": 1 << 30, "gb": 1 << 30, "gibibytes": 1 << 30,
-    "t": 1 << 40, "tb": 1 << 40, "tebibytes": 1 << 40,
-}  # fmt: skip
-
-_NUMBER_AND_UNIT = re.compile(r"^\s*(\d+)\s*([a-zµ]*)\s*$", re.IGNORECASE)
-
-
-def parse_duration(text: str) -> timedelta:
-    """Parse Paimon's durations: ``"1 h"``, ``"30min"``, ``"100 ms"``, ``"2d"``; a bare number is ms."""
-    match = _NUMBER_AND_UNIT.match(text)
-    if not match:
-        raise ValueError(f"not a duration: {text!r}")
-    unit = match[2].lower() or "ms"
-    if unit not in _DURATION_UNITS:
-        raise ValueError(f"unknown duration unit {match[2]!r} in {text!r}")
-    return timedelta(seconds=int(match[1]) * _DURATION_UNITS[unit])
-
-
-def parse_memory_size(text: str) -> int:
-    """Parse Paimon's memory sizes (``"8 mb"``, ``"16MB"``, ``"1024"``) into bytes, 1024-based."""
-    match = _NUMBER_AND_UNIT.match(text)
-    if not match or match[2].lower() not in _MEMORY_UNITS:
-        raise ValueError(f"not a memory size: {text!r}")
-    return int(match[1]) * _MEMORY_UNITS[match[2].lower()]
-
-
-def parse_bool(text: str) -> bool:
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    raise ValueError(f"not a boolean: {text!r}")
 
 
 @dataclass(frozen=True)

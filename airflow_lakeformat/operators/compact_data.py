@@ -91,7 +91,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
         from airflow_lakeformat.core.maintenance.data_compaction import compact_data
-        from airflow_lakeformat.core.options import parse_memory_size
+        from airflow_lakeformat.core.units import parse_memory_size
 
         target = parse_memory_size(str(self.target_file_size)) if self.target_file_size else None
         return compact_data(

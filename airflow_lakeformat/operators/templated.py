@@ -50,7 +50,7 @@ def optional_duration(value: timedelta | str | None, name: str) -> timedelta | N
     text = str(value).strip()
     if text.lower() in ("", "none", "null"):
         return None
-    from airflow_lakeformat.core.options import parse_duration
+    from airflow_lakeformat.core.units import parse_duration
 
     try:
         return parse_duration(text)

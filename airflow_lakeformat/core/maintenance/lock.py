@@ -31,11 +31,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, LockHeldError
+from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import discard_lock_records
-from airflow_lakeformat.core.table import Table
 
 LOCK_DIR = ".lakeformat"
 LOCK_PREFIX = "maintenance-lock-"
@@ -69,6 +69,19 @@ class LockLease:
         }
 
 
+class LockableTable(Protocol):
+    """What the lock needs of a table, of either format: its store, its root and a name for messages."""
+
+    @property
+    def io(self) -> FileIO: ...
+
+    @property
+    def root(self) -> str: ...
+
+    @property
+    def uri(self) -> str: ...
+
+
 class MaintenanceLock:
     """A lease-based lock on one table's maintenance, usable as a context manager.
 
@@ -78,7 +91,7 @@ class MaintenanceLock:
 
     def __init__(
         self,
-        table: Table,
+        table: LockableTable,
         owner: str,
         lease: timedelta = DEFAULT_LEASE,
         clock: Callable[[], float] = time.time,

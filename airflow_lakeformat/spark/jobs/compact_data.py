@@ -27,9 +27,9 @@ from airflow_lakeformat.core.maintenance.data_compaction import (
     rewrite_group,
 )
 from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.options import parse_memory_size
 from airflow_lakeformat.core.paths import PartitionSpec, parse_partition_spec
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.units import parse_memory_size
 from airflow_lakeformat.spark.runtime import JobContext, check_fault, run_job
 
 JOB = "compact_data"

@@ -43,9 +43,9 @@ from airflow_lakeformat.core.maintenance.expiry import (
     protection_of,
 )
 from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.paths import DataFilePaths
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.units import parse_duration
 from airflow_lakeformat.spark.deleting import fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job
 

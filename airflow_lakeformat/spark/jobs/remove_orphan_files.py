@@ -63,9 +63,9 @@ from airflow_lakeformat.core.maintenance.orphans import (
     read_manifest_names,
     refresh_used,
 )
-from airflow_lakeformat.core.options import parse_duration
 from airflow_lakeformat.core.progress import NO_PROGRESS
 from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.units import parse_duration
 from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job
 
