@@ -6,7 +6,9 @@ importing the package loads nothing heavy).
 
 from typing import Any
 
-__version__ = "0.1.0"
+from airflow_lakeformat.version import __version__
+
+__all__ = ["__version__", "open_table"]
 
 
 def __getattr__(name: str) -> Any:

@@ -32,9 +32,6 @@ from typing import Any, TextIO
 
 from airflow_lakeformat import __version__, cli_iceberg
 from airflow_lakeformat.core import progress
-from airflow_lakeformat.core.arrow_types import fields_from_arrow, fields_from_arrow_json
-from airflow_lakeformat.core.commit import CommitResult, Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
 
 # The exit codes are part of this module's contract (scripts and tests use cli.EXIT_*): re-exported.
 from airflow_lakeformat.core.errors import EXIT_COMMIT_REFUSED as EXIT_COMMIT_REFUSED
@@ -52,19 +49,22 @@ from airflow_lakeformat.core.errors import (
     exit_code_for,
 )
 from airflow_lakeformat.core.io import parse_storage_options
-from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
-from airflow_lakeformat.core.maintenance.manifest_compaction import Mode, compact_manifests
-from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 from airflow_lakeformat.core.maintenance.results import human_bytes
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.paths import parse_overwrite_spec
-from airflow_lakeformat.core.register import read_source, register_files, write_data_files
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
-from airflow_lakeformat.core.summary import manifest_rows, summarize_snapshots, summarize_table
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.arrow_types import fields_from_arrow, fields_from_arrow_json
+from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_files
+from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
+from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import Mode, compact_manifests
+from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
+from airflow_lakeformat.core.paimon.register import read_source, register_files, write_data_files
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.summary import manifest_rows, summarize_snapshots, summarize_table
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.written_files import commit_written_files
 from airflow_lakeformat.core.units import parse_duration
-from airflow_lakeformat.core.written_files import commit_written_files
 
 
 def load_fields(path: str) -> list[dict[str, Any]]:

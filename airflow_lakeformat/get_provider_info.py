@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_lakeformat import __version__
+from airflow_lakeformat.version import __version__
 
 INTEGRATION = "Apache Paimon (lakeformat)"
 

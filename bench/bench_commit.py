@@ -73,8 +73,8 @@ class EntryFactory:
     """Realistic ADD entries (as bench_planning writes them): 10k-2M rows, 20-60 bytes a row."""
 
     def __init__(self, partition_types: Any, seed: int) -> None:
-        from airflow_lakeformat.core import binary_row
-        from airflow_lakeformat.core.values import from_python
+        from airflow_lakeformat.core.paimon import binary_row
+        from airflow_lakeformat.core.paimon.values import from_python
 
         self.rng = random.Random(seed)
         day0 = datetime(2025, 1, 1)
@@ -89,7 +89,7 @@ class EntryFactory:
         self.epoch_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
 
     def entries(self, count: int, partition_of: Callable[[int], int], commit_ms: int) -> Iterator[Any]:
-        from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
+        from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
 
         rng = self.rng
         for j in range(count):
@@ -127,7 +127,7 @@ def _commit_written(builder: Any, delta: list[Any], delta_rows: int, time_millis
 
 def build_compacted(table_dir: Path, files: int, seed: int) -> None:
     """Rolled 8 MB manifests (one commit) + a tail of TAIL_COMMITS commits of TAIL_FILES files each."""
-    from airflow_lakeformat.core.manifest_writer import RollingManifestWriter
+    from airflow_lakeformat.core.paimon.manifest_writer import RollingManifestWriter
 
     builder = _new_builder(table_dir)
     factory = EntryFactory(builder.schema.partition_types, seed)
@@ -176,7 +176,7 @@ def build_fragmented(table_dir: Path, files: int, seed: int) -> None:
 
 
 def table_facts(table_dir: Path) -> dict[str, Any]:
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
     table = Table.open(str(table_dir))
     snapshot = table.snapshot_manager.latest_snapshot()
@@ -312,7 +312,7 @@ def raw_commit_floor(table_dir: str, records: list[dict[str, Any]], tag: str) ->
     """
     import fastavro
 
-    from airflow_lakeformat.core import avro
+    from airflow_lakeformat.core.paimon import avro
 
     manifest_dir = os.path.join(table_dir, "manifest")
 
@@ -346,8 +346,8 @@ def raw_commit_floor(table_dir: str, records: list[dict[str, Any]], tag: str) ->
 def worker_append(
     table_dir: str, scratch: str, repeat: int, warmup: int, policy_commits: int
 ) -> dict[str, Any]:
-    from airflow_lakeformat.core.commit import Committer
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.commit import Committer
+    from airflow_lakeformat.core.paimon.table import Table
 
     out: dict[str, Any] = {}
     source, scratch_dir = Path(table_dir), Path(scratch)
@@ -439,7 +439,7 @@ def run_raw_compaction(table_dir: str, out_dir: str, target: int) -> dict[str, i
     import fastavro
     from fastavro import write as fastavro_write
 
-    from airflow_lakeformat.core import avro
+    from airflow_lakeformat.core.paimon import avro
 
     def read(path: str) -> list[dict[str, Any]]:
         with open(path, "rb") as handle:
@@ -486,14 +486,14 @@ def run_raw_compaction(table_dir: str, out_dir: str, target: int) -> dict[str, i
 
 
 def run_ours_compaction(table: Any) -> dict[str, Any]:
-    from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
+    from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
 
     result = compact_manifests(table, "full")
     return dict(result.to_json())
 
 
 def worker_compaction(method: str, table_dir: str, scratch: str, repeat: int, warmup: int) -> dict[str, Any]:
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
     times, details = [], []
     target = Table.open(table_dir).schema.table_options.manifest_target_file_size
@@ -526,7 +526,7 @@ def worker_compaction(method: str, table_dir: str, scratch: str, repeat: int, wa
 
 def worker_profile(table_dir: str, scratch: str, out_path: str, top: int) -> dict[str, Any]:
     """cProfile one compaction (after a warm-up compaction in this process)."""
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
     lines: list[str] = []
     for i, profiled in enumerate((False, True)):

@@ -50,10 +50,10 @@ BATCH_ROWS = 500_000
 
 def ensure_table(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     """The cached table of small files for these parameters, built if missing."""
-    from airflow_lakeformat.core.commit import Committer
-    from airflow_lakeformat.core.create import create_table, schema_from_fields
-    from airflow_lakeformat.core.options import parse_memory_size
-    from airflow_lakeformat.core.register import write_data_files
+    from airflow_lakeformat.core.paimon.commit import Committer
+    from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+    from airflow_lakeformat.core.paimon.options import parse_memory_size
+    from airflow_lakeformat.core.paimon.register import write_data_files
 
     small = parse_memory_size(args.small_file_size)
     key = f"compact-data-v{GENERATOR_VERSION}-r{args.rows}-s{small}"
@@ -88,15 +88,15 @@ def linked_copy(source: Path, target: Path) -> None:
 
 def worker(method: str, table_dir: str, target_file_size: int, min_file_count: int) -> dict[str, Any]:
     """One method, timed in this (fresh) process."""
-    from airflow_lakeformat.core.maintenance.data_compaction import compact_data, plan_data_compaction
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data, plan_data_compaction
+    from airflow_lakeformat.core.paimon.table import Table
 
     table = Table.open(table_dir)
     if method == "pyarrow":
         import pyarrow as pa
         import pyarrow.parquet as pq
 
-        from airflow_lakeformat.core.paths import DataFilePaths
+        from airflow_lakeformat.core.paimon.paths import DataFilePaths
 
         plan = plan_data_compaction(table, target_file_size=target_file_size, min_file_count=min_file_count)
         paths = DataFilePaths(table.schema)
@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rebuild", action="store_true")
     parser.add_argument("--output", default=str(RESULT_PATH))
     args = parser.parse_args(argv)
-    from airflow_lakeformat.core.options import parse_memory_size
+    from airflow_lakeformat.core.paimon.options import parse_memory_size
     from bench.bench_planning import machine_facts
 
     target = parse_memory_size(args.target_file_size)

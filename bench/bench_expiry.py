@@ -137,10 +137,10 @@ def _data_files(root: str) -> set[str]:
 
 def verify(table: Any, source: str, facts: dict[str, Any], end: int, latest: int) -> dict[str, Any]:
     """Untimed checks after a real expiry of snapshots [earliest, end)."""
-    from airflow_lakeformat.core.live_files import live_entries
-    from airflow_lakeformat.core.maintenance.references import snapshot_references
-    from airflow_lakeformat.core.manifest import FileKind
-    from airflow_lakeformat.core.paths import DataFilePaths
+    from airflow_lakeformat.core.paimon.live_files import live_entries
+    from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
+    from airflow_lakeformat.core.paimon.manifest import FileKind
+    from airflow_lakeformat.core.paimon.paths import DataFilePaths
 
     root = table.root
     manager = table.snapshot_manager
@@ -175,8 +175,11 @@ def verify(table: Any, source: str, facts: dict[str, Any], end: int, latest: int
 
 
 def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: bool) -> dict[str, Any]:
-    from airflow_lakeformat.core.maintenance.expiry import execute_snapshot_expiry, plan_snapshot_expiry
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.maintenance.expiry import (
+        execute_snapshot_expiry,
+        plan_snapshot_expiry,
+    )
+    from airflow_lakeformat.core.paimon.table import Table
 
     facts = json.loads(Path(facts_file).read_text())
     link_copy(Path(source), Path(copy))

@@ -98,11 +98,11 @@ class HistoryWriter:
     """
 
     def __init__(self, table_dir: Path, *, seed: int, start: float, step: float, track_live: bool) -> None:
-        from airflow_lakeformat.core import binary_row
-        from airflow_lakeformat.core.commit import Committer
-        from airflow_lakeformat.core.create import create_table, schema_from_fields
-        from airflow_lakeformat.core.paths import DataFilePaths
-        from airflow_lakeformat.core.values import from_python
+        from airflow_lakeformat.core.paimon import binary_row
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+        from airflow_lakeformat.core.paimon.paths import DataFilePaths
+        from airflow_lakeformat.core.paimon.values import from_python
 
         table_dir.mkdir(parents=True, exist_ok=True)
         schema = schema_from_fields(
@@ -134,7 +134,7 @@ class HistoryWriter:
         self._partition_index = {p: i for i, p in enumerate(self.partitions)}
 
     def _entry(self, partition: int, bucket: int, source: Any) -> Any:
-        from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry
+        from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, ManifestEntry
 
         rng = self.rng
         rows = rng.randint(10_000, 2_000_000)
@@ -153,7 +153,7 @@ class HistoryWriter:
 
     def new_files(self, groups: Sequence[tuple[int, int]], compacted: bool = False) -> list[Any]:
         """One ADD entry per (partition, bucket) in ``groups``, its (empty) data file written."""
-        from airflow_lakeformat.core.manifest import FileSource
+        from airflow_lakeformat.core.paimon.manifest import FileSource
 
         source = FileSource.COMPACT if compacted else FileSource.APPEND
         entries = [self._entry(p, b, source) for p, b in groups]
@@ -176,7 +176,7 @@ class HistoryWriter:
         return entries
 
     def _commit(self, entries: list[Any], kind: Any) -> int:
-        from airflow_lakeformat.core.manifest import FileKind
+        from airflow_lakeformat.core.paimon.manifest import FileKind
 
         deletes = [e for e in entries if e.kind is FileKind.DELETE]
         started = time.perf_counter()
@@ -199,7 +199,7 @@ class HistoryWriter:
         return int(result.snapshot.id)
 
     def append(self, groups: Sequence[tuple[int, int]]) -> int:
-        from airflow_lakeformat.core.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
 
         entries = self.new_files(groups)
         for entry in entries:
@@ -209,7 +209,7 @@ class HistoryWriter:
     def compact(self, partition: int | None = None) -> int:
         """Rewrite the files appended to a partition since its last compaction into one file per bucket
         (default: the partition with the most such files)."""
-        from airflow_lakeformat.core.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
 
         if partition is None:
             partition = max(self.pending, key=lambda p: len(self.pending[p]), default=0)
@@ -219,7 +219,7 @@ class HistoryWriter:
 
     def overwrite(self, partition: int) -> int:
         """INSERT OVERWRITE of one partition: DELETE every live file, ADD as many new ones."""
-        from airflow_lakeformat.core.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
 
         if not self.track_live:
             raise ValueError("overwrite needs track_live")
@@ -230,7 +230,7 @@ class HistoryWriter:
 
     def bulk(self, count: int) -> int:
         """An initial load of ``count`` files over every partition and bucket, in one snapshot."""
-        from airflow_lakeformat.core.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
 
         groups = [(i % PARTITIONS, (i // PARTITIONS) % BUCKETS) for i in range(count)]
         return self._commit(self.new_files(groups), CommitKind.APPEND)
@@ -273,7 +273,7 @@ def tree_digest(root: str, exclude: set[str] | None = None) -> tuple[int, str]:
 
 def distinct_manifests(table: Any) -> tuple[list[Any], int]:
     """Every distinct manifest any snapshot references (metas), and the manifest lists read."""
-    from airflow_lakeformat.core.maintenance.references import snapshot_references
+    from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
 
     metas: dict[str, Any] = {}
     lists: set[str] = set()
@@ -654,9 +654,9 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     Modes: "execute" (plan, checks, dry run, real run); plan only: "gc-off" (cyclic GC paused),
     "p1" (read_parallelism 1), "p1-gc-off" (both), "tracemalloc" (under tracemalloc).
     """
-    from airflow_lakeformat.core.live_files import gc_paused
-    from airflow_lakeformat.core.maintenance.orphans import execute_orphan_cleanup, plan_orphan_cleanup
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.live_files import gc_paused
+    from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup, plan_orphan_cleanup
+    from airflow_lakeformat.core.paimon.table import Table
 
     planting = json.loads(Path(planting_file).read_text())
     expected_paths, expected_kinds = _expected(planting)

@@ -79,7 +79,7 @@ def _split(total: int, parts: int, index: int) -> int:
 def build_table(
     table_dir: Path, files: int, manifests: int, commits: int, partitions: int, compression: str
 ) -> None:
-    from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
+    from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
     from tests.support.tables import TableBuilder
 
     rng = random.Random(20260101)
@@ -126,7 +126,7 @@ def build_table(
 
 
 def table_stats(table_dir: Path) -> dict[str, Any]:
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
     table = Table.open(str(table_dir))
     snapshot = table.snapshot_manager.latest_snapshot()
@@ -179,8 +179,8 @@ def ensure_table(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
 
 
 def run_ours(table_dir: str, parallelism: int) -> list[Any]:
-    from airflow_lakeformat.core.live_files import live_entries
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.live_files import live_entries
+    from airflow_lakeformat.core.paimon.table import Table
 
     table = Table.open(table_dir, read_parallelism=parallelism)
     snapshot = table.snapshot_manager.latest_snapshot()
@@ -238,7 +238,7 @@ def worker(
         def fn() -> Any:
             return run_ours(table_dir, parallelism)
 
-        import airflow_lakeformat.core.live_files  # noqa: F401  (imports are not part of the timing)
+        import airflow_lakeformat.core.paimon.live_files  # noqa: F401  (imports are not part of the timing)
     else:
 
         def fn() -> Any:

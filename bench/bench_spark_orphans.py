@@ -86,8 +86,8 @@ def linked_copy(cached: Path, facts: dict[str, Any], work_dir: Path) -> Path:
 def worker(method: str, table_dir: str) -> dict[str, Any]:
     dry_run = method.endswith("-dry")
     if method.startswith("core"):
-        from airflow_lakeformat.core.maintenance.orphans import remove_orphan_files
-        from airflow_lakeformat.core.table import Table
+        from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
+        from airflow_lakeformat.core.paimon.table import Table
 
         started = time.perf_counter()
         document = remove_orphan_files(Table.open(table_dir), dry_run=dry_run).to_json()

@@ -158,7 +158,7 @@ def load_average() -> list[float]:
 
 
 def new_table(path: Path, target_file_size: str) -> Any:
-    from airflow_lakeformat.core.create import create_table, schema_from_fields
+    from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 
     options = {"target-file-size": target_file_size}
     return create_table(str(path), schema_from_fields(FIELDS, ["dt"], options=options))
@@ -194,8 +194,8 @@ def worker(method: str, source: str, out: str, target_file_size: str) -> dict[st
             "bytes": sum(p.stat().st_size for p in written),
         }
     if method == "core":
-        from airflow_lakeformat.core.commit import Committer
-        from airflow_lakeformat.core.register import write_data_files
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.register import write_data_files
 
         table = new_table(Path(out), target_file_size)
         started = time.perf_counter()

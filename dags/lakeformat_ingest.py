@@ -45,9 +45,9 @@ with DAG(
     @task
     def ensure_table() -> str:
         """Create the demo table (partitioned by ``dt``) when it does not exist yet."""
-        from airflow_lakeformat.core.create import create_table, schema_from_fields
         from airflow_lakeformat.core.errors import TableNotFoundError
-        from airflow_lakeformat.core.table import Table
+        from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+        from airflow_lakeformat.core.paimon.table import Table
         from airflow_lakeformat.hooks.lakeformat import LakeformatHook
 
         hook = LakeformatHook(CONN_ID)

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR
-from airflow_lakeformat.core.summary import summarize_table
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.summary import summarize_table
+from airflow_lakeformat.core.paimon.table import Table
 
 ROWS = (
     ("snapshots", "snapshots"),

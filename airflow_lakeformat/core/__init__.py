@@ -1,8 +1,8 @@
 """The engine-free core: Paimon metadata read and written by our own code, Iceberg through pyiceberg.
 
-``open_table`` (``core/tables.py``) is the entry point for both formats; ``core/iceberg/`` is the Iceberg
-package; the format-neutral parts are ``io``, ``errors``, ``formats``, ``progress`` and
-``maintenance/{deletion,lock,results}``. Imports neither airflow nor pyspark; the Spark jobs and the
+``open_table`` (``core/tables.py``) is the entry point for both formats. One package per format,
+``core/paimon/`` and ``core/iceberg/``, which never import each other; the format-neutral parts are
+``io``, ``errors``, ``formats``, ``units``, ``progress``, ``tables`` and ``maintenance/{deletion,lock,results}``. Imports neither airflow nor pyspark; the Spark jobs and the
 Airflow layer build on it.
 """
 
@@ -20,11 +20,16 @@ if TYPE_CHECKING:
         TagNotFoundError,
         UnsupportedFormatError,
     )
-    from airflow_lakeformat.core.live_files import LiveFile, live_entries, live_files
-    from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
-    from airflow_lakeformat.core.schema import TableSchema
-    from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.live_files import LiveFile, live_entries, live_files
+    from airflow_lakeformat.core.paimon.manifest import (
+        DataFileMeta,
+        FileKind,
+        ManifestEntry,
+        ManifestFileMeta,
+    )
+    from airflow_lakeformat.core.paimon.schema import TableSchema
+    from airflow_lakeformat.core.paimon.snapshot import CommitKind, Snapshot
+    from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.tables import open_table
 
 # Resolved on first use: importing one submodule (the operators import ``core.errors`` while a DAG file is
@@ -38,17 +43,17 @@ _EXPORTS = {
     "TableNotFoundError": "errors",
     "TagNotFoundError": "errors",
     "UnsupportedFormatError": "errors",
-    "LiveFile": "live_files",
-    "live_entries": "live_files",
-    "live_files": "live_files",
-    "DataFileMeta": "manifest",
-    "FileKind": "manifest",
-    "ManifestEntry": "manifest",
-    "ManifestFileMeta": "manifest",
-    "TableSchema": "schema",
-    "CommitKind": "snapshot",
-    "Snapshot": "snapshot",
-    "Table": "table",
+    "LiveFile": "paimon.live_files",
+    "live_entries": "paimon.live_files",
+    "live_files": "paimon.live_files",
+    "DataFileMeta": "paimon.manifest",
+    "FileKind": "paimon.manifest",
+    "ManifestEntry": "paimon.manifest",
+    "ManifestFileMeta": "paimon.manifest",
+    "TableSchema": "paimon.schema",
+    "CommitKind": "paimon.snapshot",
+    "Snapshot": "paimon.snapshot",
+    "Table": "paimon.table",
     "open_table": "tables",
 }
 

@@ -37,11 +37,14 @@ if TYPE_CHECKING:
         ManifestCompactionPlan,
     )
     from airflow_lakeformat.core.iceberg.table import IcebergTable
-    from airflow_lakeformat.core.maintenance.data_compaction import DataCompactionPlan, DataCompactionResult
-    from airflow_lakeformat.core.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
-    from airflow_lakeformat.core.maintenance.manifest_compaction import ManifestCompactionResult
-    from airflow_lakeformat.core.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
+        DataCompactionPlan,
+        DataCompactionResult,
+    )
+    from airflow_lakeformat.core.paimon.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
+    from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import ManifestCompactionResult
+    from airflow_lakeformat.core.paimon.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
+    from airflow_lakeformat.core.paimon.table import Table
 
 ManifestMode = Literal["full", "minor"]
 
@@ -94,7 +97,7 @@ def open_table(
         )
     if format != "paimon":
         raise ValueError(f"format must be 'paimon' or 'iceberg', not {format!r}")
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
     return PaimonTable(Table.open(uri_or_identifier, storage_options, branch=branch))
 
@@ -155,7 +158,7 @@ class PaimonMaintenance:
             older_than: expire only snapshots whose successor is older (``snapshot.time-retained``, 1 h).
             max_deletes: expire at most this many snapshots per run (``snapshot.expire.limit``, 50).
         """
-        from airflow_lakeformat.core.maintenance.expiry import plan_snapshot_expiry
+        from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
 
         return plan_snapshot_expiry(
             self.table,
@@ -182,7 +185,7 @@ class PaimonMaintenance:
             retain_min, retain_max, older_than, max_deletes: as for :meth:`plan_expire_snapshots`.
             plan: carry out this plan instead of planning again; it is re-checked against the table first.
         """
-        from airflow_lakeformat.core.maintenance.expiry import execute_snapshot_expiry
+        from airflow_lakeformat.core.paimon.maintenance.expiry import execute_snapshot_expiry
 
         plan = plan or self.plan_expire_snapshots(
             retain_min=retain_min, retain_max=retain_max, older_than=older_than, max_deletes=max_deletes
@@ -193,7 +196,7 @@ class PaimonMaintenance:
         self, *, older_than: timedelta | None = None, allow_short_older_than: bool = False
     ) -> OrphanCleanupPlan:
         """List candidates older than ``older_than`` (1 day), then the used set; deletes nothing."""
-        from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
+        from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
 
         return plan_orphan_cleanup(
             self.table,
@@ -218,7 +221,7 @@ class PaimonMaintenance:
             allow_short_older_than: accept a short ``older_than`` (only when no writer is running).
             plan: delete this plan's orphans; every batch is re-checked against the table first.
         """
-        from airflow_lakeformat.core.maintenance.orphans import execute_orphan_cleanup
+        from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup
 
         plan = plan or self.plan_remove_orphan_files(
             older_than=older_than, allow_short_older_than=allow_short_older_than
@@ -239,7 +242,7 @@ class PaimonMaintenance:
                 ordinary merge policy.
             dry_run: report the merge, commit nothing.
         """
-        from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
+        from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
 
         return compact_manifests(self.table, mode, dry_run=dry_run)
 
@@ -251,7 +254,7 @@ class PaimonMaintenance:
         target_file_size: int | None = None,
     ) -> DataCompactionPlan:
         """Groups of small files per partition and bucket, bin-packed to the target size; writes nothing."""
-        from airflow_lakeformat.core.maintenance.data_compaction import plan_data_compaction
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import plan_data_compaction
 
         return plan_data_compaction(
             self.table,
@@ -276,7 +279,7 @@ class PaimonMaintenance:
             min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
             target_file_size: bytes per output file (``target-file-size``).
         """
-        from airflow_lakeformat.core.maintenance.data_compaction import compact_data
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
 
         return compact_data(
             self.table,

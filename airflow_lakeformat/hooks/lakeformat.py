@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import Asset, BaseHook
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 CONN_TYPE = "lakeformat"
 DEFAULT_CONN_ID = "lakeformat_default"
@@ -272,7 +272,7 @@ class LakeformatHook(BaseHook):
 
     def open_table(self, table: str | None) -> Table:
         """Open ``table`` (see :meth:`table_uri`); raises the core's typed errors for missing or bad tables."""
-        from airflow_lakeformat.core.table import Table
+        from airflow_lakeformat.core.paimon.table import Table
 
         uri = self.table_uri(table)
         return Table.open(uri, self.storage_options(uri))
@@ -286,7 +286,7 @@ class LakeformatHook(BaseHook):
 
     def _probe(self) -> tuple[bool, str]:
         from airflow_lakeformat.core.io import FileIO
-        from airflow_lakeformat.core.table import Table
+        from airflow_lakeformat.core.paimon.table import Table
 
         root = self.settings.root
         if root is None:

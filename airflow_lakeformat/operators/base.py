@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 Execution = Literal["auto", "local", "spark"]
 EXECUTIONS: tuple[str, ...] = ("auto", "local", "spark")

@@ -27,16 +27,16 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import AssetAlias
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lakeformat.core.paths import PartitionSpec, parse_overwrite_spec
+from airflow_lakeformat.core.paimon.paths import PartitionSpec, parse_overwrite_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatBaseOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.commit import CommitResult
-    from airflow_lakeformat.core.manifest import ManifestEntry
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.commit import CommitResult
+    from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+    from airflow_lakeformat.core.paimon.table import Table
 
 ENTRY_FORMAT = "lakeformat.manifest-entry.v1"
 # Paimon's batch commits use Long.MAX_VALUE; ours stay below it and positive.
@@ -78,7 +78,7 @@ def entries_to_xcom(entries: Iterable[ManifestEntry]) -> list[dict[str, Any]]:
 def entries_from_xcom(documents: Iterable[Mapping[str, Any]]) -> list[ManifestEntry]:
     """The ADD entries back from :func:`entries_to_xcom`; anything else is refused with the reason."""
     from airflow_lakeformat.core.errors import RegisterError
-    from airflow_lakeformat.core.manifest import FileKind, ManifestEntry
+    from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry
 
     entries = []
     for document in documents:
@@ -216,9 +216,9 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
     def _commit(
         self, table: Table, staged: list[str | Mapping[str, Any]], user: str, identifier: int
     ) -> tuple[CommitResult, int, int]:
-        from airflow_lakeformat.core.commit import CommitResult, Committer
-        from airflow_lakeformat.core.register import register_files
-        from airflow_lakeformat.core.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
+        from airflow_lakeformat.core.paimon.register import register_files
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
 
         overwrite, partition_filter = parse_overwrite(self.overwrite)
         kind = CommitKind.OVERWRITE if overwrite else CommitKind.APPEND
@@ -246,7 +246,7 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
     def _check_staged_files(table: Table, entries: Sequence[ManifestEntry]) -> None:
         """A staged entry must describe a file that is there, at its size: never commit a dangling file."""
         from airflow_lakeformat.core.errors import RegisterError
-        from airflow_lakeformat.core.paths import DataFilePaths
+        from airflow_lakeformat.core.paimon.paths import DataFilePaths
 
         paths = DataFilePaths(table.schema)
         for entry in entries:

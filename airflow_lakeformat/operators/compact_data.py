@@ -1,6 +1,6 @@
 """``LakeformatCompactDataOperator``: bin-pack small data files of an append table, in the worker or on Spark.
 
-Both modes run the same plan (``core/maintenance/data_compaction.py``) and commit one COMPACT snapshot;
+Both modes run the same plan (``core/paimon/maintenance/data_compaction.py``) and commit one COMPACT snapshot;
 the operator holds the table's maintenance lock while it runs (dry runs excepted).
 """
 
@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lakeformat.core.paths import PartitionSpec, parse_partition_spec
+from airflow_lakeformat.core.paimon.paths import PartitionSpec, parse_partition_spec
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 from airflow_lakeformat.operators.templated import as_bool, optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 
 def partition_specs(value: Any) -> list[PartitionSpec] | None:
@@ -80,7 +80,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
 
     def check_table(self, table: Table) -> None:
         from airflow_lakeformat.core.errors import UnsupportedFormatError
-        from airflow_lakeformat.core.maintenance.data_compaction import check_compactable
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
 
         try:
             check_compactable(table)
@@ -90,7 +90,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
             raise
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.maintenance.data_compaction import compact_data
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
         from airflow_lakeformat.core.units import parse_memory_size
 
         target = parse_memory_size(str(self.target_file_size)) if self.target_file_size else None

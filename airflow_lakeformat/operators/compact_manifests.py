@@ -15,7 +15,7 @@ from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 MODES = ("full", "minor")
 
@@ -40,7 +40,7 @@ class LakeformatCompactManifestsOperator(LakeformatMaintenanceOperator):
         self.mode = mode
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
+        from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
 
         if self.mode not in MODES:
             raise ValueError(f"mode must be 'full' or 'minor', not {self.mode!r}")

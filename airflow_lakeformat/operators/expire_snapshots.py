@@ -12,7 +12,7 @@ from airflow_lakeformat.operators.templated import duration_arg, optional_durati
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 
 class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
@@ -65,7 +65,7 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
         }
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
+        from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
 
         return expire_snapshots(table, dry_run=self.is_dry_run, **self._settings()).to_json()
 

@@ -12,7 +12,7 @@ from airflow_lakeformat.operators.templated import as_bool, duration_arg, option
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 
 class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
@@ -41,12 +41,12 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
         self.allow_short_older_than = allow_short_older_than
 
     def _older_than(self) -> timedelta:
-        from airflow_lakeformat.core.maintenance.orphans import DEFAULT_OLDER_THAN
+        from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN
 
         return optional_duration(self.older_than, "older_than") or DEFAULT_OLDER_THAN
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.maintenance.orphans import remove_orphan_files
+        from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
 
         return remove_orphan_files(
             table,

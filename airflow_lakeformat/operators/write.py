@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import AssetAlias
 
-from airflow_lakeformat.core.paths import format_partition_spec
+from airflow_lakeformat.core.paimon.paths import format_partition_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 from airflow_lakeformat.operators.commit import commit_identifier, parse_overwrite, staged_digest
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
 
 SOURCE_FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".json", ".jsonl", ".ndjson")}
@@ -132,10 +132,10 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         return result
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.commit import Committer
-        from airflow_lakeformat.core.register import write_data_files
-        from airflow_lakeformat.core.snapshot import CommitKind
-        from airflow_lakeformat.core.written_files import commit_written_files
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.register import write_data_files
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.written_files import commit_written_files
 
         started = time.monotonic()
         user, identifier = self._identity(context)
@@ -200,7 +200,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         import pyarrow as pa
 
         from airflow_lakeformat.core.errors import RegisterError
-        from airflow_lakeformat.core.register import read_source
+        from airflow_lakeformat.core.paimon.register import read_source
 
         options = self.hook.storage_options(self.source)
         fs, path = fsspec.core.url_to_fs(self.source, **options)

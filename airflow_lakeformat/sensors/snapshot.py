@@ -33,7 +33,7 @@ from airflow_lakeformat.operators.templated import optional_int
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.triggers.snapshot import SnapshotWatch
 
 VARIABLE_PREFIX = "lakeformat_snapshot_sensor"

@@ -11,7 +11,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from airflow_lakeformat import __version__
+from airflow_lakeformat.version import __version__
 
 JOB_NAMES = ("remove_orphan_files", "expire_snapshots", "write", "compact_data")
 

@@ -32,7 +32,7 @@ from typing import Any
 from airflow_lakeformat.core import errors
 from airflow_lakeformat.core.errors import EXIT_ERROR, EXIT_OK, exit_code_for
 from airflow_lakeformat.core.io import S3_ENDPOINT_VARIABLES
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 
 RESULT_PREFIX = "LAKEFORMAT_RESULT "
 ERROR_PREFIX = "lakeformat-job: error: "

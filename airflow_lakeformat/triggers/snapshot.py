@@ -22,8 +22,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatConnectionError, LakeformatHook
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.snapshot import Snapshot
-    from airflow_lakeformat.core.table import Table
+    from airflow_lakeformat.core.paimon.snapshot import Snapshot
+    from airflow_lakeformat.core.paimon.table import Table
 
 # Paimon's commit kinds (core.snapshot.CommitKind), spelled out so that DAG files can be parsed without
 # importing the core; a test keeps the two in step.

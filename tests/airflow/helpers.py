@@ -16,10 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
-from airflow_lakeformat.core.register import write_data_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.register import write_data_files
+from airflow_lakeformat.core.paimon.table import Table
 
 TEST_DAGS = Path(__file__).parent / "dags"
 FIELDS = [{"name": "dt", "type": "STRING"}, {"name": "v", "type": "BIGINT"}]

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.live_files import live_entries
+from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.operators.commit import (
     commit_identifier,
     entries_from_xcom,
@@ -133,7 +133,7 @@ def test_staged_entries_survive_xcom_json(tmp_path: Path) -> None:
 
     import pyarrow as pa
 
-    from airflow_lakeformat.core.register import write_data_files
+    from airflow_lakeformat.core.paimon.register import write_data_files
 
     table = make_table(str(tmp_path / "t"))
     entries = write_data_files(table, pa.table({"dt": ["a", "b"], "v": [1, 2]}))

@@ -28,13 +28,13 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR, LOCK_PREFIX, RELEASED_SUFFIX
-from airflow_lakeformat.core.maintenance.references import snapshot_references
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.register import write_data_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.register import write_data_files
+from airflow_lakeformat.core.paimon.table import Table
 from tests.airflow.helpers import TEST_DAGS, append, make_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

@@ -22,12 +22,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.register import write_data_files
-from airflow_lakeformat.core.snapshot import CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.paimon.register import write_data_files
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 from tests.airflow.helpers import append, make_table, set_connection
 
 pytestmark = pytest.mark.airflow

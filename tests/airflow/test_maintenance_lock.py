@@ -25,7 +25,7 @@ from airflow_lakeformat.core.maintenance.lock import (
     RELEASED_SUFFIX,
     MaintenanceLock,
 )
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.seaweedfs import SeaweedFSServer
 
 

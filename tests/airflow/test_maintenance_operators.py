@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from airflow_lakeformat.core.create import create_table, schema_from_fields
-from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR, MaintenanceLock
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.table import Table
 from tests.airflow.helpers import (
     FIELDS,
     append,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
 from airflow_lakeformat.sensors.snapshot import sensor_variable_key
 from airflow_lakeformat.triggers.snapshot import COMMIT_KINDS, LakeformatSnapshotTrigger, SnapshotWatch
 from tests.airflow.helpers import (

@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from airflow_lakeformat.core.commit import COMMIT_ID_PROPERTY, Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
@@ -19,10 +17,12 @@ from airflow_lakeformat.core.errors import (
     UnsupportedStorageError,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry
-from airflow_lakeformat.core.snapshot import CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import COMMIT_ID_PROPERTY, Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, ManifestEntry
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.faults import FaultyFileIO, InjectedFault
 
 FIELDS = [{"name": "p", "type": "STRING"}, {"name": "v", "type": "BIGINT"}]
@@ -33,7 +33,7 @@ def new_table(root: Path, **options: str) -> Table:
 
 
 def add(table: Table, name: str, partition: str = "a", rows: int = 1) -> ManifestEntry:
-    from airflow_lakeformat.core import binary_row
+    from airflow_lakeformat.core.paimon import binary_row
 
     part = binary_row.encode([partition], table.schema.partition_types)
     return ManifestEntry.create(FileKind.ADD, part, 0, -1, DataFileMeta.create(name, 100, rows))

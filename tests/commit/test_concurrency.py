@@ -9,11 +9,11 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_lakeformat.core.commit import COMMIT_ID_PROPERTY, Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.register import write_data_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import COMMIT_ID_PROPERTY, Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.register import write_data_files
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import oracle_read
 from tests.support.seaweedfs import SeaweedFSServer
 

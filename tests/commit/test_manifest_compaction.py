@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.manifest import FileKind
-from airflow_lakeformat.core.manifest_merge import must_change
-from airflow_lakeformat.core.snapshot import CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.paimon.manifest import FileKind
+from airflow_lakeformat.core.paimon.manifest_merge import must_change
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 from tests.commit.test_commit import add, delete, live_names, new_table
 
 
@@ -22,7 +22,7 @@ def manifests_of(table: Table, snapshot_id: int | None = None) -> list:
 
 
 def names_at(table: Table, snapshot_id: int) -> list[str]:
-    from airflow_lakeformat.core.live_files import live_entries
+    from airflow_lakeformat.core.paimon.live_files import live_entries
 
     return sorted(e.file.file_name for e in live_entries(table, table.snapshot_manager.snapshot(snapshot_id)))
 
@@ -147,11 +147,11 @@ def test_cli_create_table_and_compact_manifests(tmp_path: Path) -> None:
     assert code != 0 and "already exists" in err
     table = Table.open(str(tmp_path / "t"))
     c = Committer(table, "w")
-    from airflow_lakeformat.core import binary_row
+    from airflow_lakeformat.core.paimon import binary_row
 
     for i in range(4):
         part = binary_row.encode([19723 + i], table.schema.partition_types)
-        from airflow_lakeformat.core.manifest import DataFileMeta, ManifestEntry
+        from airflow_lakeformat.core.paimon.manifest import DataFileMeta, ManifestEntry
 
         c.commit(
             [ManifestEntry.create(FileKind.ADD, part, 0, -1, DataFileMeta.create(f"f{i}", 1, 1))], merge=False

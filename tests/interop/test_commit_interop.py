@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.live_files import live_files
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import oracle_append, run_oracle_batch
 from tests.unit.test_cli import run
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import run_oracle_batch
 
 pytestmark = pytest.mark.interop

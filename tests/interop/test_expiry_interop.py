@@ -20,15 +20,15 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core import paths
-from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.maintenance.expiry import SnapshotExpiryResult, expire_snapshots
-from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.maintenance.references import snapshot_references
-from airflow_lakeformat.core.manifest import ManifestEntry, ManifestFileMeta, iter_added, merge_entries
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.live_files import live_files
+from airflow_lakeformat.core.paimon.maintenance.expiry import SnapshotExpiryResult, expire_snapshots
+from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry, ManifestFileMeta, iter_added, merge_entries
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import oracle_build, run_oracle_batch
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core import paths
 from airflow_lakeformat.core.errors import MaintenanceRefusedError
-from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.maintenance.orphans import remove_orphan_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.live_files import live_files
+from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
+from airflow_lakeformat.core.paimon.table import Table
 from tests.interop.test_expiry_interop import (
     STORAGES,
     Placed,

@@ -18,9 +18,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core.create import create_table, schema_from_fields
-from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_files
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import oracle_append, oracle_read
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 from tests.unit.test_cli import run

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from airflow_lakeformat import cli
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import SCENARIOS, run_oracle_batch
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 

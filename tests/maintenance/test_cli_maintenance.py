@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat import cli
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.maintenance import OLD, assert_intact, build_history, tree
 from tests.unit.test_cli import run
 

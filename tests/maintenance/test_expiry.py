@@ -18,16 +18,16 @@ from airflow_lakeformat.core.errors import (
     PlanOutdatedError,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.maintenance.deletion import FileDeleter
-from airflow_lakeformat.core.maintenance.expiry import (
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.maintenance.expiry import (
     execute_snapshot_expiry,
     expire_snapshots,
     plan_snapshot_expiry,
 )
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.snapshot import CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.faults import FaultyFileIO
 from tests.support.maintenance import DAY_MS, assert_intact, build_history, referenced_files, tree
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree

@@ -11,13 +11,13 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MaintenanceRefusedError, MissingMetadataError
-from airflow_lakeformat.core.maintenance.expiry import expire_snapshots, plan_snapshot_expiry
-from airflow_lakeformat.core.maintenance.orphans import (
+from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots, plan_snapshot_expiry
+from airflow_lakeformat.core.paimon.maintenance.orphans import (
     execute_orphan_cleanup,
     plan_orphan_cleanup,
     remove_orphan_files,
 )
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.maintenance import OLD, OLD_ORPHANS, assert_intact, build_history, plant_files, tree
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 
@@ -171,7 +171,7 @@ def test_orphan_cleanup_between_expiry_planning_and_execution(tmp_path: Path) ->
     table = Table.open(str(tmp_path / "t"))
     plan = plan_snapshot_expiry(table, retain_min=2, older_than=timedelta(0))
     remove_orphan_files(table, dry_run=False, older_than=timedelta(0), allow_short_older_than=True)
-    from airflow_lakeformat.core.maintenance.expiry import execute_snapshot_expiry
+    from airflow_lakeformat.core.paimon.maintenance.expiry import execute_snapshot_expiry
 
     execute_snapshot_expiry(table, plan, dry_run=False)
     assert assert_intact(table) == 2
@@ -238,7 +238,7 @@ def test_orphan_cleanup_on_s3(tmp_path: Path, seaweedfs: SeaweedFSServer, s3_buc
 
 
 def test_a_snapshot_expired_between_listing_and_reading_is_skipped(tmp_path: Path) -> None:
-    from airflow_lakeformat.core.maintenance.orphans import UsedMetadata, _snapshots_of
+    from airflow_lakeformat.core.paimon.maintenance.orphans import UsedMetadata, _snapshots_of
 
     build_history(tmp_path / "t", snapshots=4)
     table = Table.open(str(tmp_path / "t"))

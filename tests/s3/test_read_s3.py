@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from airflow_lakeformat import cli
-from airflow_lakeformat.core.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 from tests.support.tables import TableBuilder
 from tests.unit.test_cli import run

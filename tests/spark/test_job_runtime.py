@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lakeformat.core import errors
-from airflow_lakeformat.core.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 from airflow_lakeformat.spark import runtime
 from airflow_lakeformat.spark.jobs import compact_data as compact_job
 from airflow_lakeformat.spark.jobs import write as write_job

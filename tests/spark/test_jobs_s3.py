@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.register import write_data_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.register import write_data_files
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import run_oracle_batch
 from tests.support.seaweedfs import SeaweedFSServer
 from tests.support.spark import FIELDS, expected_rows, run_job, source_table

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.maintenance.expiry import expire_snapshots
-from airflow_lakeformat.core.maintenance.orphans import remove_orphan_files
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
+from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.spark.deleting import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.jobs import expire_snapshots as expire_job
 from airflow_lakeformat.spark.jobs import remove_orphan_files as orphan_job

@@ -32,20 +32,20 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from airflow_lakeformat.cli import main as cli_main
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
 from airflow_lakeformat.core.errors import LakeformatError
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.live_files import live_files
-from airflow_lakeformat.core.maintenance import data_compaction, expiry, orphans
 from airflow_lakeformat.core.maintenance.deletion import FileDeleter
-from airflow_lakeformat.core.paths import parse_partition_spec
-from airflow_lakeformat.core.register import write_data_files
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_files
+from airflow_lakeformat.core.paimon.maintenance import data_compaction, expiry, orphans
+from airflow_lakeformat.core.paimon.paths import parse_partition_spec
+from airflow_lakeformat.core.paimon.register import write_data_files
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 
 try:
-    from airflow_lakeformat.core.written_files import commit_written_files
+    from airflow_lakeformat.core.paimon.written_files import commit_written_files
 except ImportError:  # an older checkout (see README: replaying against the code before a fix)
     commit_written_files = None  # type: ignore[assignment]
 from tests.stateful.model import (
@@ -930,7 +930,7 @@ class PaimonTableMachine(RuleBasedStateMachine):
                     table, dry_run=False, retain_min=1, older_than=timedelta(0), clock=lambda: now
                 )
             else:
-                from airflow_lakeformat.core.maintenance.manifest_compaction import compact_manifests
+                from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
 
                 return compact_manifests(table, "full").snapshot_id is not None
             return False

@@ -94,8 +94,8 @@ def _small_run(monkeypatch: pytest.MonkeyPatch, skip: set[str], examples: int = 
 def test_machine_catches_expiry_that_deletes_a_live_file(monkeypatch: pytest.MonkeyPatch) -> None:
     """Inject a defect (not in airflow_lakeformat/: a monkeypatch here): after every real expiry,
     one live data file of the latest snapshot is deleted too. The machine must report it."""
-    from airflow_lakeformat.core.live_files import live_files
-    from airflow_lakeformat.core.maintenance import expiry
+    from airflow_lakeformat.core.paimon.live_files import live_files
+    from airflow_lakeformat.core.paimon.maintenance import expiry
 
     original = expiry.execute_snapshot_expiry
 
@@ -119,9 +119,9 @@ def test_machine_catches_overwrite_matching_partitions_by_directory_name(
 ) -> None:
     """Inject the user's original defect class: overwrite matches a partition by its directory name,
     so ``p=__DEFAULT_PARTITION__`` also takes '' and ' ' (they share one directory)."""
-    from airflow_lakeformat.core.commit import Committer
-    from airflow_lakeformat.core.live_files import live_entries
-    from airflow_lakeformat.core.paths import PartitionCodec
+    from airflow_lakeformat.core.paimon.commit import Committer
+    from airflow_lakeformat.core.paimon.live_files import live_entries
+    from airflow_lakeformat.core.paimon.paths import PartitionCodec
 
     def by_directory_name(self: Committer, partition_filter: Any, added: Any = ()) -> list[Any]:
         latest = self.table.snapshot_manager.latest_snapshot()

@@ -8,12 +8,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.maintenance.references import snapshot_references
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.tables import TableBuilder
 
 DAY_MS = 86_400_000

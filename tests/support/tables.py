@@ -15,14 +15,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from airflow_lakeformat.core import avro, binary_row
-from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
-from airflow_lakeformat.core.manifest_writer import manifest_file_meta
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.schema import TableSchema
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
-from airflow_lakeformat.core.types import DataField, parse_type
-from airflow_lakeformat.core.values import from_python
+from airflow_lakeformat.core.paimon import avro, binary_row
+from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.paimon.manifest_writer import manifest_file_meta
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.schema import TableSchema
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.types import DataField, parse_type
+from airflow_lakeformat.core.paimon.values import from_python
 
 
 class TableBuilder:

@@ -10,17 +10,17 @@ from pathlib import Path
 import fastavro
 import pytest
 
-from airflow_lakeformat.core import avro
 from airflow_lakeformat.core.errors import CorruptMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.manifest import (
+from airflow_lakeformat.core.paimon import avro
+from airflow_lakeformat.core.paimon.manifest import (
     DataFileMeta,
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
     SimpleStats,
 )
-from airflow_lakeformat.core.manifest_writer import manifest_file_meta
-from airflow_lakeformat.core.types import parse_type
+from airflow_lakeformat.core.paimon.manifest_writer import manifest_file_meta
+from airflow_lakeformat.core.paimon.types import parse_type
 
 
 def _stats(name: str, nullable: bool) -> object:

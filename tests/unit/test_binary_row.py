@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.binary_row import Timestamp
-from airflow_lakeformat.core.types import parse_type
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.binary_row import Timestamp
+from airflow_lakeformat.core.paimon.types import parse_type
 
 INT32 = st.integers(-(2**31), 2**31 - 1)
 

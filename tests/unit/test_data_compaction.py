@@ -11,27 +11,27 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CorruptMetadataError,
     MissingMetadataError,
     UnsupportedFormatError,
 )
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.maintenance.data_compaction import (
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
     commit_data_compaction,
     compact_data,
     plan_data_compaction,
     rewrite_group,
 )
-from airflow_lakeformat.core.manifest import FileKind, FileSource, ManifestEntry
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.register import RollingFileWriter, next_sequence_numbers, write_data_files
-from airflow_lakeformat.core.snapshot import CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.manifest import FileKind, FileSource, ManifestEntry
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.register import RollingFileWriter, next_sequence_numbers, write_data_files
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.pypaimon import oracle_read
 from tests.support.tables import TableBuilder
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat.core.errors import DuplicateFileError
-from airflow_lakeformat.core.live_files import live_entries, live_files
-from airflow_lakeformat.core.manifest import FileKind, merge_entries
-from airflow_lakeformat.core.snapshot import CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.live_files import live_entries, live_files
+from airflow_lakeformat.core.paimon.manifest import FileKind, merge_entries
+from airflow_lakeformat.core.paimon.snapshot import CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.tables import TableBuilder
 
 

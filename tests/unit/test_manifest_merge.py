@@ -17,9 +17,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from airflow_lakeformat.core import avro, binary_row
 from airflow_lakeformat.core.errors import CorruptMetadataError, DuplicateFileError, UnsupportedFormatError
-from airflow_lakeformat.core.manifest import (
+from airflow_lakeformat.core.paimon import avro, binary_row
+from airflow_lakeformat.core.paimon.manifest import (
     DataFileMeta,
     FileKind,
     ManifestEntry,
@@ -27,15 +27,15 @@ from airflow_lakeformat.core.manifest import (
     SimpleStats,
     merge_entries,
 )
-from airflow_lakeformat.core.manifest_merge import (
+from airflow_lakeformat.core.paimon.manifest_merge import (
     ManifestMergeResult,
     merge_manifests,
     must_change,
     partition_may_contain,
 )
-from airflow_lakeformat.core.manifest_writer import RollingManifestWriter, manifest_file_meta
-from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.core.types import DataType, parse_type
+from airflow_lakeformat.core.paimon.manifest_writer import RollingManifestWriter, manifest_file_meta
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.types import DataType, parse_type
 from tests.support.tables import TableBuilder
 
 TYPES: tuple[DataType, ...] = (parse_type("INT"),)

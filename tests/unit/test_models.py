@@ -7,10 +7,10 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_lakeformat.core.options import TableOptions, parse_duration, parse_memory_size
-from airflow_lakeformat.core.schema import TableSchema
-from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
-from airflow_lakeformat.core.types import MAX_LENGTH, parse_type
+from airflow_lakeformat.core.paimon.options import TableOptions, parse_duration, parse_memory_size
+from airflow_lakeformat.core.paimon.schema import TableSchema
+from airflow_lakeformat.core.paimon.snapshot import CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.types import MAX_LENGTH, parse_type
 
 FULL_SNAPSHOT = {
     "version": 3,

@@ -70,7 +70,7 @@ def test_only_the_deletion_module_deletes_files() -> None:
 
 
 def test_the_rule_detects_a_deleting_call(tmp_path: Path) -> None:
-    sample = PACKAGE / "core" / "table.py"
+    sample = PACKAGE / "core" / "paimon" / "table.py"
     assert _deleting_calls(sample) == []
     bad = tmp_path / "bad.py"
     bad.write_text("import os\nos.remove('x')\nfs.rm_file('y')\nitems.remove(1)\n")

@@ -18,13 +18,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.binary_row import Timestamp
-from airflow_lakeformat.core.commit import Committer
-from airflow_lakeformat.core.create import create_table, schema_from_fields
-from airflow_lakeformat.core.live_files import live_entries, live_files
-from airflow_lakeformat.core.manifest import DataFileMeta, FileKind
-from airflow_lakeformat.core.register import (
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.binary_row import Timestamp
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.paimon.live_files import live_entries, live_files
+from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind
+from airflow_lakeformat.core.paimon.register import (
     RegisterError,
     data_file_meta_from_parquet,
     default_bucket,
@@ -33,9 +33,9 @@ from airflow_lakeformat.core.register import (
     register_files,
     write_data_files,
 )
-from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.core.types import parse_type
-from airflow_lakeformat.core.values import from_python
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.types import parse_type
+from airflow_lakeformat.core.paimon.values import from_python
 
 
 def make_table(

@@ -12,7 +12,7 @@ from airflow_lakeformat.core.errors import (
     TagNotFoundError,
     UnsupportedFormatError,
 )
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 from tests.support.tables import TableBuilder
 
 

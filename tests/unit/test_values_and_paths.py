@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.binary_row import Timestamp
-from airflow_lakeformat.core.manifest import DataFileMeta, FileKind, ManifestEntry
-from airflow_lakeformat.core.paths import (
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.binary_row import Timestamp
+from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, ManifestEntry
+from airflow_lakeformat.core.paimon.paths import (
     DataFilePaths,
     PartitionCodec,
     PartitionFilter,
@@ -23,9 +23,9 @@ from airflow_lakeformat.core.paths import (
     parse_partition_spec,
     unescape_path_name,
 )
-from airflow_lakeformat.core.schema import TableSchema
-from airflow_lakeformat.core.types import DataField, parse_type
-from airflow_lakeformat.core.values import (
+from airflow_lakeformat.core.paimon.schema import TableSchema
+from airflow_lakeformat.core.paimon.types import DataField, parse_type
+from airflow_lakeformat.core.paimon.values import (
     cast_partition_string,
     from_python,
     java_float_to_string,

@@ -4,8 +4,8 @@
         [--target-file-size SIZE] [--dry-run] [--parallelism N] [--result PATH]
 
 The driver makes the same plan as the driver-side operation
-(:func:`~airflow_lakeformat.core.maintenance.data_compaction.plan_data_compaction`), executors
-rewrite its groups (:func:`~airflow_lakeformat.core.maintenance.data_compaction.rewrite_group`),
+(:func:`~airflow_lakeformat.core.paimon.maintenance.data_compaction.plan_data_compaction`), executors
+rewrite its groups (:func:`~airflow_lakeformat.core.paimon.maintenance.data_compaction.rewrite_group`),
 and the driver commits one COMPACT snapshot, refused if a planned file stopped being live
 meanwhile. A dry run only plans, and reports the plan. Files of a failed or refused run are
 orphans, which orphan cleanup removes.
@@ -19,16 +19,16 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
-from airflow_lakeformat.core.maintenance.data_compaction import (
+from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
     CompactionGroup,
     commit_data_compaction,
     dry_run_result,
     plan_data_compaction,
     rewrite_group,
 )
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.paths import PartitionSpec, parse_partition_spec
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.paths import PartitionSpec, parse_partition_spec
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.units import parse_memory_size
 from airflow_lakeformat.spark.runtime import JobContext, check_fault, run_job
 

@@ -4,7 +4,7 @@
         [--older-than DURATION] [--max-deletes N] [--dry-run] [--parallelism N] [--result PATH]
 
 The driver plans with the driver-side operation's planner
-(:func:`~airflow_lakeformat.core.maintenance.expiry.plan_snapshot_expiry`, ``data_files=False``);
+(:func:`~airflow_lakeformat.core.paimon.maintenance.expiry.plan_snapshot_expiry`, ``data_files=False``);
 executors read the delta manifests of snapshots ``(begin, end]`` (:func:`delta_marks`), the driver
 folds the marks in (snapshot, position) order (:func:`fold_marks`) and drops the names a tag or
 branch head still holds (:func:`protected_data_names`), then checks the plan is still current.
@@ -29,7 +29,7 @@ from typing import Any
 
 from airflow_lakeformat.core.errors import DeletionFailedError
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
-from airflow_lakeformat.core.maintenance.expiry import (
+from airflow_lakeformat.core.paimon.maintenance.expiry import (
     Mark,
     SnapshotExpiryPlan,
     SnapshotExpiryResult,
@@ -42,9 +42,9 @@ from airflow_lakeformat.core.maintenance.expiry import (
     protected_data_names,
     protection_of,
 )
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.units import parse_duration
 from airflow_lakeformat.spark.deleting import fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job

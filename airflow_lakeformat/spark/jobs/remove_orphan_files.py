@@ -4,7 +4,7 @@
         [--dry-run] [--parallelism N] [--result PATH]
 
 The same safety rules as the driver-side operation
-(:func:`~airflow_lakeformat.core.maintenance.orphans.remove_orphan_files`), built from its blocks:
+(:func:`~airflow_lakeformat.core.paimon.maintenance.orphans.remove_orphan_files`), built from its blocks:
 
 1. The driver refuses a short ``--older-than`` and finds the directories to list (it walks the
    partition levels); executors list the bucket, manifest, index, statistics, snapshot and changelog
@@ -45,7 +45,7 @@ from airflow_lakeformat.core.maintenance.deletion import (
     DeleteRequest,
     FileDeleter,
 )
-from airflow_lakeformat.core.maintenance.orphans import (
+from airflow_lakeformat.core.paimon.maintenance.orphans import (
     DEFAULT_OLDER_THAN,
     Candidate,
     CandidateDirectory,
@@ -63,8 +63,8 @@ from airflow_lakeformat.core.maintenance.orphans import (
     read_manifest_names,
     refresh_used,
 )
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS
-from airflow_lakeformat.core.table import Table
 from airflow_lakeformat.core.units import parse_duration
 from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job

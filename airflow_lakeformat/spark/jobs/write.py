@@ -35,15 +35,15 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_lakeformat.core.commit import Committer
 from airflow_lakeformat.core.errors import RegisterError
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.paths import parse_overwrite_spec
-from airflow_lakeformat.core.register import RollingFileWriter, next_sequence_numbers
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
-from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.core.written_files import commit_written_files
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
+from airflow_lakeformat.core.paimon.register import RollingFileWriter, next_sequence_numbers
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.written_files import commit_written_files
 from airflow_lakeformat.spark.runtime import (
     JobContext,
     check_fault,

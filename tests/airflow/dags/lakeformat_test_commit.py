@@ -27,7 +27,7 @@ def remember_failure(context: Context) -> None:
 def _write(table_name: str, rows: int, dt: str) -> tuple[Any, list[Any]]:
     import pyarrow as pa
 
-    from airflow_lakeformat.core.register import write_data_files
+    from airflow_lakeformat.core.paimon.register import write_data_files
 
     table = LakeformatHook().open_table(table_name)
     data = pa.table({"dt": [dt] * rows, "v": list(range(rows))})
@@ -44,7 +44,7 @@ def stage_entries(table_name: str, rows: int, dt: str) -> list[dict[str, Any]]:
 @task
 def stage_paths(table_name: str, rows: int, dt: str) -> list[str]:
     """Write data files into the table's layout without committing; hand over their relative paths."""
-    from airflow_lakeformat.core.paths import DataFilePaths
+    from airflow_lakeformat.core.paimon.paths import DataFilePaths
 
     table, entries = _write(table_name, rows, dt)
     paths = DataFilePaths(table.schema)

@@ -24,7 +24,7 @@ from typing import Any
 from airflow.sdk import DAG, Context, task
 
 from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
 from airflow_lakeformat.operators.remove_orphan_files import LakeformatRemoveOrphanFilesOperator
 

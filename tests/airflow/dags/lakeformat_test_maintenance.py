@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import DAG, Context
 
 from airflow_lakeformat.core.errors import CommitStateUnknownError
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
 from airflow_lakeformat.operators.compact_manifests import LakeformatCompactManifestsOperator

@@ -17,11 +17,11 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from airflow_lakeformat.core.commit import COMMIT_ID_PROPERTY, WRITER_VERSION, Attempt, Committer
 from airflow_lakeformat.core.maintenance.results import summary
-from airflow_lakeformat.core.manifest import ManifestFileMeta
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import COMMIT_ID_PROPERTY, WRITER_VERSION, Attempt, Committer
+from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.table import Table
 
 Mode = Literal["full", "minor"]
 

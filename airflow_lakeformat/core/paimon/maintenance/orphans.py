@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from airflow_lakeformat.core import paths
 from airflow_lakeformat.core.errors import (
     CorruptMetadataError,
     DeletionFailedError,
@@ -36,14 +35,15 @@ from airflow_lakeformat.core.errors import (
     SnapshotNotFoundError,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.live_files import gc_paused
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
-from airflow_lakeformat.core.maintenance.references import resolve_table_path, snapshot_references
 from airflow_lakeformat.core.maintenance.results import summary
+from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.live_files import gc_paused
+from airflow_lakeformat.core.paimon.maintenance.references import resolve_table_path, snapshot_references
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.snapshot_manager import MAIN_BRANCH, SnapshotManager
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
-from airflow_lakeformat.core.table import Table
 
 Clock = Callable[[], float]
 
@@ -283,7 +283,7 @@ def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], 
     progress.start("reading manifests for the used set", len(manifests))
     try:
         fetched = table.parallel_imap(lambda n: (n, _fetch_or_none(table, n)), manifests)
-        from airflow_lakeformat.core import avro
+        from airflow_lakeformat.core.paimon import avro
 
         # Paused: each collection would walk the listing's million candidates (bench/README.md).
         with gc_paused():

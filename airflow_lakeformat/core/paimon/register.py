@@ -49,10 +49,10 @@ import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.binary_row import Timestamp
 from airflow_lakeformat.core.errors import RegisterError
-from airflow_lakeformat.core.manifest import (
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.binary_row import Timestamp
+from airflow_lakeformat.core.paimon.manifest import (
     EMPTY_STATS_ROW,
     DataFileMeta,
     FileKind,
@@ -61,12 +61,12 @@ from airflow_lakeformat.core.manifest import (
     SimpleStats,
     merge_entries,
 )
-from airflow_lakeformat.core.manifest_merge import partition_may_contain
-from airflow_lakeformat.core.options import parse_bool
-from airflow_lakeformat.core.paths import BUCKET_PREFIX, DataFilePaths, unescape_path_name
-from airflow_lakeformat.core.schema import TableSchema
-from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.core.types import (
+from airflow_lakeformat.core.paimon.manifest_merge import partition_may_contain
+from airflow_lakeformat.core.paimon.options import parse_bool
+from airflow_lakeformat.core.paimon.paths import BUCKET_PREFIX, DataFilePaths, unescape_path_name
+from airflow_lakeformat.core.paimon.schema import TableSchema
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.types import (
     BINARY_ROOTS,
     CHARACTER_ROOTS,
     INTEGER_ROOTS,

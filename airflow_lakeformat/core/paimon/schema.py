@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from airflow_lakeformat.core.options import TableOptions
-from airflow_lakeformat.core.types import DataField, DataType
+from airflow_lakeformat.core.paimon.options import TableOptions
+from airflow_lakeformat.core.paimon.types import DataField, DataType
 
 SCHEMA_PREFIX = "schema-"
 CURRENT_SCHEMA_VERSION = 3

@@ -8,9 +8,9 @@ from typing import Any
 
 from airflow_lakeformat.core.errors import TableAlreadyExistsError
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.schema import SCHEMA_PREFIX, TableSchema
-from airflow_lakeformat.core.table import Table
-from airflow_lakeformat.core.types import DataField, parse_type
+from airflow_lakeformat.core.paimon.schema import SCHEMA_PREFIX, TableSchema
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.types import DataField, parse_type
 
 
 def schema_from_fields(

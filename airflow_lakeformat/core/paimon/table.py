@@ -8,7 +8,6 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import cached_property
 from typing import Any, TypeVar
 
-from airflow_lakeformat.core import avro, paths
 from airflow_lakeformat.core.errors import (
     CorruptMetadataError,
     MissingMetadataError,
@@ -16,11 +15,12 @@ from airflow_lakeformat.core.errors import (
     UnsupportedFormatError,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.manifest import ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.paimon import avro, paths
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.paimon.schema import SCHEMA_PREFIX, TableSchema
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.snapshot_manager import MAIN_BRANCH, SnapshotManager
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
-from airflow_lakeformat.core.schema import SCHEMA_PREFIX, TableSchema
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
 
 T = TypeVar("T")
 DEFAULT_READ_PARALLELISM = 16

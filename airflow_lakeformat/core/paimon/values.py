@@ -14,8 +14,8 @@ from datetime import date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any
 
-from airflow_lakeformat.core.binary_row import Timestamp
-from airflow_lakeformat.core.types import BINARY_ROOTS, CHARACTER_ROOTS, TIMESTAMP_ROOTS, DataType
+from airflow_lakeformat.core.paimon.binary_row import Timestamp
+from airflow_lakeformat.core.paimon.types import BINARY_ROOTS, CHARACTER_ROOTS, TIMESTAMP_ROOTS, DataType
 
 _EPOCH_DATE = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.manifest import ManifestFileMeta
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.table import Table
 
 # A live file smaller than target-file-size / SMALL_FILE_RATIO counts as small (Amoro's
 # "fragment" ratio; Paimon has no single definition).

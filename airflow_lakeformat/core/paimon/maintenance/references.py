@@ -12,11 +12,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lakeformat.core import avro, paths
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.manifest import ManifestFileMeta
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon import avro, paths
+from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.table import Table
 
 INDEX_MANIFEST_VERSION = 1
 _ADD = 0

@@ -31,8 +31,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from airflow_lakeformat import __version__
-from airflow_lakeformat.core import avro
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
@@ -42,18 +40,24 @@ from airflow_lakeformat.core.errors import (
     UnsupportedFormatError,
     UnsupportedStorageError,
 )
-from airflow_lakeformat.core.live_files import live_entries
-from airflow_lakeformat.core.manifest import (
+from airflow_lakeformat.core.paimon import avro
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.manifest import (
     FileKind,
     ManifestEntry,
     ManifestFileMeta,
     merge_entries,
 )
-from airflow_lakeformat.core.manifest_merge import ManifestMergeResult, merge_manifests, partition_may_contain
-from airflow_lakeformat.core.manifest_writer import RollingManifestWriter
-from airflow_lakeformat.core.paths import PartitionCodec, PartitionFilter
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.manifest_merge import (
+    ManifestMergeResult,
+    merge_manifests,
+    partition_may_contain,
+)
+from airflow_lakeformat.core.paimon.manifest_writer import RollingManifestWriter
+from airflow_lakeformat.core.paimon.paths import PartitionCodec, PartitionFilter
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.version import __version__
 
 COMMIT_ID_PROPERTY = "lakeformat.commit-id"
 WRITER_VERSION = f"airflow-lakeformat-{__version__}"
@@ -282,7 +286,7 @@ class Committer:
     ) -> list[ManifestEntry]:
         """DELETE entries for every live file of the partitions matching ``partition_filter``.
 
-        Partitions are matched by value as Paimon does (:class:`~airflow_lakeformat.core.paths.PartitionFilter`):
+        Partitions are matched by value as Paimon does (:class:`~airflow_lakeformat.core.paimon.paths.PartitionFilter`):
         the default partition name means NULL only, never the blank strings that share its directory.
         ``None`` matches the whole table. Like Paimon's ``FileStoreCommitImpl.overwrite``, files being
         ``added`` must lie inside the overwritten partition: rows outside it would survive an overwrite

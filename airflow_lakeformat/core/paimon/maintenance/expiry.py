@@ -29,23 +29,23 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
-from airflow_lakeformat.core import paths
 from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError, PlanOutdatedError
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
-from airflow_lakeformat.core.maintenance.references import (
+from airflow_lakeformat.core.maintenance.results import summary
+from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.maintenance.references import (
     SnapshotReferences,
     index_file_path,
     resolve_table_path,
     snapshot_references,
 )
-from airflow_lakeformat.core.maintenance.results import summary
-from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta
-from airflow_lakeformat.core.options import parse_duration
-from airflow_lakeformat.core.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.paimon.options import parse_duration
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.snapshot_manager import MAIN_BRANCH, SnapshotManager
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.snapshot_manager import MAIN_BRANCH, SnapshotManager
-from airflow_lakeformat.core.table import Table
 
 Clock = Callable[[], float]
 
@@ -380,7 +380,7 @@ def fold_marks(marks: Iterable[Mark]) -> tuple[list[ManifestEntry], int]:
 
 def protected_data_names(table: Table, protecting: Iterable[Snapshot]) -> set[str]:
     """File names live in any tag or branch head: never deleted by expiry."""
-    from airflow_lakeformat.core.live_files import live_entries
+    from airflow_lakeformat.core.paimon.live_files import live_entries
 
     names: set[str] = set()
     for snapshot in protecting:

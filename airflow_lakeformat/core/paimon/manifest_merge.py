@@ -40,10 +40,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Literal
 
-from airflow_lakeformat.core import binary_row
 from airflow_lakeformat.core.errors import CorruptMetadataError
-from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, merge_entries
-from airflow_lakeformat.core.types import BINARY_ROOTS, DataType
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry, ManifestFileMeta, merge_entries
+from airflow_lakeformat.core.paimon.types import BINARY_ROOTS, DataType
 
 MergeMode = Literal["none", "minor", "full"]
 ReadManifest = Callable[[ManifestFileMeta], list[ManifestEntry]]
@@ -81,7 +81,7 @@ def merge_manifests(
 
     ``read(meta)`` returns a manifest's entries in file order. ``write(entries)`` writes entries,
     in order, into one or more new manifests rolled at about the target size and returns their
-    metas (:class:`~airflow_lakeformat.core.manifest_writer.RollingManifestWriter` does). It may be
+    metas (:class:`~airflow_lakeformat.core.paimon.manifest_writer.RollingManifestWriter` does). It may be
     given a lazy iterable. Entries carry their Avro records, so a ``write`` whose schema includes
     the inputs' extra fields keeps them.
 

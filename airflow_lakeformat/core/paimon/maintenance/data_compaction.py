@@ -22,7 +22,7 @@ Rules, chosen so a rewrite can never change what readers see:
   against the manifest's row counts on the way in and out. New files are ``FileSource.COMPACT``
   and keep the inputs' sequence numbers: together they cover exactly the inputs' [min, max] range.
 * The commit is one COMPACT snapshot of DELETE + ADD entries through the ordinary
-  :class:`~airflow_lakeformat.core.commit.Committer`, whose conflict check refuses it when a planned
+  :class:`~airflow_lakeformat.core.paimon.commit.Committer`, whose conflict check refuses it when a planned
   file is no longer live (another compaction or an overwrite got there first). Concurrent appends
   do not conflict. Files of a refused or failed rewrite are never deleted here: they are orphans,
   which orphan cleanup removes.
@@ -38,16 +38,16 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from airflow_lakeformat.core.commit import Committer
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.live_files import live_entries
 from airflow_lakeformat.core.maintenance.results import summary
-from airflow_lakeformat.core.manifest import FileKind, FileSource, ManifestEntry
-from airflow_lakeformat.core.options import parse_bool
-from airflow_lakeformat.core.paths import DataFilePaths, PartitionCodec, PartitionFilter
-from airflow_lakeformat.core.register import PARQUET_EXTENSION, RollingFileWriter
-from airflow_lakeformat.core.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
-from airflow_lakeformat.core.table import Table
+from airflow_lakeformat.core.paimon.commit import Committer
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.manifest import FileKind, FileSource, ManifestEntry
+from airflow_lakeformat.core.paimon.options import parse_bool
+from airflow_lakeformat.core.paimon.paths import DataFilePaths, PartitionCodec, PartitionFilter
+from airflow_lakeformat.core.paimon.register import PARQUET_EXTENSION, RollingFileWriter
+from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
+from airflow_lakeformat.core.paimon.table import Table
 
 # Paimon's ``compaction.min.file-num`` default.
 DEFAULT_MIN_FILE_COUNT = 5

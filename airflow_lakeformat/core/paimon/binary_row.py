@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, NamedTuple
 
-from airflow_lakeformat.core.types import BINARY_ROOTS, CHARACTER_ROOTS, TIMESTAMP_ROOTS, DataType
+from airflow_lakeformat.core.paimon.types import BINARY_ROOTS, CHARACTER_ROOTS, TIMESTAMP_ROOTS, DataType
 
 _HIGHEST_FIRST_BIT = 0x80 << 56
 _HIGHEST_SECOND_TO_EIGHTH_BIT = 0x7F << 56

@@ -13,7 +13,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from airflow_lakeformat.core import paths
 from airflow_lakeformat.core.errors import (
     CorruptMetadataError,
     SnapshotNotFoundError,
@@ -21,7 +20,8 @@ from airflow_lakeformat.core.errors import (
     UnsupportedFormatError,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.snapshot import SNAPSHOT_VERSION, Snapshot
+from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.snapshot import SNAPSHOT_VERSION, Snapshot
 
 MAIN_BRANCH = "main"
 

@@ -16,10 +16,10 @@ from typing import Any
 import fastavro
 from fastavro import write as fastavro_write
 
-from airflow_lakeformat.core import avro, binary_row
 from airflow_lakeformat.core.errors import UnsupportedFormatError
-from airflow_lakeformat.core.manifest import FileKind, ManifestEntry, ManifestFileMeta, SimpleStats
-from airflow_lakeformat.core.types import DataType
+from airflow_lakeformat.core.paimon import avro, binary_row
+from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry, ManifestFileMeta, SimpleStats
+from airflow_lakeformat.core.paimon.types import DataType
 
 
 def partition_stats(partitions: Sequence[bytes], types: Sequence[DataType]) -> SimpleStats:

@@ -14,11 +14,15 @@ import posixpath
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_lakeformat.core import binary_row
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.schema import TableSchema
-from airflow_lakeformat.core.types import CHARACTER_ROOTS, DataType
-from airflow_lakeformat.core.values import cast_partition_string, legacy_partition_string, to_json_value
+from airflow_lakeformat.core.paimon import binary_row
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.schema import TableSchema
+from airflow_lakeformat.core.paimon.types import CHARACTER_ROOTS, DataType
+from airflow_lakeformat.core.paimon.values import (
+    cast_partition_string,
+    legacy_partition_string,
+    to_json_value,
+)
 
 SNAPSHOT_DIR = "snapshot"
 SCHEMA_DIR = "schema"

@@ -21,7 +21,7 @@ import fastavro
 from fastavro.types import Schema
 
 from airflow_lakeformat.core.errors import CodecUnavailableError, CorruptMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.manifest import MANIFEST_VERSION, ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.paimon.manifest import MANIFEST_VERSION, ManifestEntry, ManifestFileMeta
 
 NAMESPACE = "org.apache.paimon.avro.generated"
 TOP = f"{NAMESPACE}.record"

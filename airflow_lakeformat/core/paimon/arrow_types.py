@@ -7,7 +7,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_lakeformat.core.types import parse_type
+from airflow_lakeformat.core.paimon.types import parse_type
 
 _PRECISION_OF_UNIT = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _SIMPLE = {

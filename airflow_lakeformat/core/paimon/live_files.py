@@ -8,11 +8,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_lakeformat.core.manifest import ManifestEntry, iter_added, merge_entries
-from airflow_lakeformat.core.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry, iter_added, merge_entries
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
+from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
-from airflow_lakeformat.core.snapshot import Snapshot
-from airflow_lakeformat.core.table import Table
 
 
 @dataclass(frozen=True)

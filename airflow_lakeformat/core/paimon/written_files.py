@@ -21,16 +21,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from airflow_lakeformat.core.commit import CommitResult, Committer
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
     RegisterError,
 )
 from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
-from airflow_lakeformat.core.manifest import ManifestEntry
-from airflow_lakeformat.core.paths import DataFilePaths
-from airflow_lakeformat.core.snapshot import CommitKind, Snapshot
+from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import CommitKind, Snapshot
 
 # Errors after which nothing of this commit was published.
 REFUSED = (CommitConflictError, CommitRetriesExhaustedError, RegisterError, ValueError)

@@ -1,0 +1,1 @@
+"""Paimon maintenance: plan as a value, then execute (deleting only through ``core/maintenance/deletion.py``)."""
