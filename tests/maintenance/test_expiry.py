@@ -181,6 +181,26 @@ def test_expiry_deletes_exactly_what_only_expired_snapshots_used(tmp_path: Path)
     assert again.plan.expired_ids == [] and tree(table) == after
 
 
+def test_a_rerun_with_nothing_to_expire_heals_a_stale_earliest_hint(tmp_path: Path) -> None:
+    """A run that crashed after deleting the last expired snapshot file, before writing EARLIEST,
+    leaves the hint naming a deleted snapshot; the re-run has nothing to expire and must still leave
+    the hint a clean run leaves (found by the stateful soak, seed 20261125)."""
+    build_history(tmp_path / "t", snapshots=6)
+    table = Table.open(str(tmp_path / "t"))
+    manager = table.snapshot_manager
+    expire_snapshots(table, dry_run=False, retain_min=3, older_than=timedelta(0), clock=clock)
+    assert manager.read_hint("EARLIEST") == 4
+    # the crashed run: snapshot 4 deleted, the hint never rewritten
+    (tmp_path / "t" / "snapshot" / "snapshot-4").unlink()
+    rerun = expire_snapshots(table, dry_run=False, retain_min=2, older_than=timedelta(0), clock=clock)
+    assert rerun.plan.expired_ids == []
+    assert manager.read_hint("EARLIEST") == 5
+    # a dry run never writes it
+    (tmp_path / "t" / "snapshot" / "EARLIEST").write_text("4")
+    expire_snapshots(table, dry_run=True, retain_min=2, older_than=timedelta(0), clock=clock)
+    assert manager.read_hint("EARLIEST") == 4
+
+
 def test_branch_heads_and_branch_tags_protect_files(tmp_path: Path) -> None:
     history = build_history(tmp_path / "t", snapshots=9)
     root = tmp_path / "t"

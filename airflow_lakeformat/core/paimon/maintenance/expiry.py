@@ -622,8 +622,15 @@ def execute_snapshot_expiry(
         if not dry_run:
             _write_earliest_hint(table, plan.end)
     elif (
-        not dry_run and plan.earliest is not None and table.snapshot_manager.read_hint(paths.EARLIEST) is None
+        not dry_run
+        and plan.earliest is not None
+        and table.snapshot_manager.read_hint(paths.EARLIEST) != plan.earliest
     ):
+        # Java (ExpireSnapshotsImpl.expireUntil) writes the hint here only when it is missing. We also
+        # heal a stale one: a run that crashed after deleting snapshot files but before the hint leaves
+        # EARLIEST naming a deleted snapshot, and its re-run has nothing left to expire. Readers survive
+        # that (they fall back to listing), but the re-run must leave what a clean run leaves (found by
+        # the stateful soak, seed 20261125).
         _write_earliest_hint(table, plan.earliest)
     return SnapshotExpiryResult(plan, report, earliest_after, time.monotonic() - started)
 
