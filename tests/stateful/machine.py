@@ -789,6 +789,11 @@ class PaimonTableMachine(RuleBasedStateMachine):
     ) -> None:  # fmt: skip
         """Crash at the N-th storage operation, re-run: the table must equal a clean run's result."""
         _count("crash_maintenance_then_rerun")
+        # No per-run limit here: with max_deletes, a crashed run that already deleted snapshot files plus
+        # its re-run are two runs by design (Java's ExpireSnapshotsImpl limits each run the same way), so
+        # together they expire more than one clean run; the limit itself is exercised by expire_snapshots.
+        # (Found by the soak, seed 20261125: the model, not the code, was wrong.)
+        expiry_settings = {**expiry_settings, "max_deletes": None}
         reference = self.tmp / f"reference-{self.counter}"
         self.counter += 1
         shutil.copytree(self.root, reference)
