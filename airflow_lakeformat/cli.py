@@ -59,11 +59,13 @@ from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import Mode,
 from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 from airflow_lakeformat.core.paimon.manifest import ManifestEntry
 from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
-from airflow_lakeformat.core.paimon.register import read_source, register_files, write_data_files
 from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind, Snapshot
 from airflow_lakeformat.core.paimon.summary import manifest_rows, summarize_snapshots, summarize_table
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
+from airflow_lakeformat.core.paimon.write.register import register_files
 from airflow_lakeformat.core.paimon.written_files import commit_written_files
+from airflow_lakeformat.core.sources import read_source
 from airflow_lakeformat.core.units import parse_duration
 
 

@@ -146,7 +146,7 @@ def write(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     if args.overwrite is not None:
         refuse(table, "a partition overwrite")
     from airflow_lakeformat.core.iceberg.write import append
-    from airflow_lakeformat.core.paimon.register import read_source
+    from airflow_lakeformat.core.sources import read_source
 
     data = read_source(args.source, parse_storage_options(args.storage_option))
     snapshot_id = append(table, data)

@@ -53,7 +53,7 @@ def ensure_table(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     from airflow_lakeformat.core.paimon.commit import Committer
     from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
     from airflow_lakeformat.core.paimon.options import parse_memory_size
-    from airflow_lakeformat.core.paimon.register import write_data_files
+    from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 
     small = parse_memory_size(args.small_file_size)
     key = f"compact-data-v{GENERATOR_VERSION}-r{args.rows}-s{small}"

@@ -195,7 +195,7 @@ def worker(method: str, source: str, out: str, target_file_size: str) -> dict[st
         }
     if method == "core":
         from airflow_lakeformat.core.paimon.commit import Committer
-        from airflow_lakeformat.core.paimon.register import write_data_files
+        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 
         table = new_table(Path(out), target_file_size)
         started = time.perf_counter()

@@ -2,7 +2,8 @@
 
 ``open_table`` (``core/tables.py``) is the entry point for both formats. One package per format,
 ``core/paimon/`` and ``core/iceberg/``, which never import each other; the format-neutral parts are
-``io``, ``errors``, ``formats``, ``units``, ``progress``, ``tables`` and ``maintenance/{deletion,lock,results}``. Imports neither airflow nor pyspark; the Spark jobs and the
+``io``, ``errors``, ``formats``, ``units``, ``progress``, ``sources``, ``tables`` and
+``maintenance/{deletion,lock,results}``. Imports neither airflow nor pyspark; the Spark jobs and the
 Airflow layer build on it.
 """
 

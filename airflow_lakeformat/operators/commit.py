@@ -217,8 +217,8 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
         self, table: Table, staged: list[str | Mapping[str, Any]], user: str, identifier: int
     ) -> tuple[CommitResult, int, int]:
         from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
-        from airflow_lakeformat.core.paimon.register import register_files
         from airflow_lakeformat.core.paimon.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.write.register import register_files
 
         overwrite, partition_filter = parse_overwrite(self.overwrite)
         kind = CommitKind.OVERWRITE if overwrite else CommitKind.APPEND

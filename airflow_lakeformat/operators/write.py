@@ -1,6 +1,6 @@
 """``LakeformatWriteOperator``: write a batch of rows (Parquet, CSV, JSON lines) into a table and commit it.
 
-``execution="local"`` reads the source in the worker (``core.register.read_source``), writes data files in
+``execution="local"`` reads the source in the worker (``core.sources.read_source``), writes data files in
 the table's layout (``write_data_files``) and commits them; ``"spark"`` submits the ``write`` Spark job,
 which writes on the executors and commits on the driver. Either way the commit is exactly once per task
 instance: the commit user is stable per DAG and task and the commit identifier is derived from the DAG
@@ -133,8 +133,8 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
 
     def run_local(self, context: Context, table: Table) -> dict[str, Any]:
         from airflow_lakeformat.core.paimon.commit import Committer
-        from airflow_lakeformat.core.paimon.register import write_data_files
         from airflow_lakeformat.core.paimon.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
         from airflow_lakeformat.core.paimon.written_files import commit_written_files
 
         started = time.monotonic()
@@ -200,7 +200,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         import pyarrow as pa
 
         from airflow_lakeformat.core.errors import RegisterError
-        from airflow_lakeformat.core.paimon.register import read_source
+        from airflow_lakeformat.core.sources import read_source
 
         options = self.hook.storage_options(self.source)
         fs, path = fsspec.core.url_to_fs(self.source, **options)

@@ -18,8 +18,8 @@ import pytest
 
 from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 
 TEST_DAGS = Path(__file__).parent / "dags"
 FIELDS = [{"name": "dt", "type": "STRING"}, {"name": "v", "type": "BIGINT"}]

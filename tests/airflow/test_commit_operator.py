@@ -133,7 +133,7 @@ def test_staged_entries_survive_xcom_json(tmp_path: Path) -> None:
 
     import pyarrow as pa
 
-    from airflow_lakeformat.core.paimon.register import write_data_files
+    from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 
     table = make_table(str(tmp_path / "t"))
     entries = write_data_files(table, pa.table({"dt": ["a", "b"], "v": [1, 2]}))

@@ -33,8 +33,8 @@ from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from tests.airflow.helpers import TEST_DAGS, append, make_table
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow]

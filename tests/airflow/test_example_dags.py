@@ -25,9 +25,9 @@ import pytest
 from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.snapshot import CommitKind
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from tests.airflow.helpers import append, make_table, set_connection
 
 pytestmark = pytest.mark.airflow

@@ -12,8 +12,8 @@ import pytest
 from airflow_lakeformat.core.paimon.commit import COMMIT_ID_PROPERTY, Committer
 from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 from airflow_lakeformat.core.paimon.live_files import live_entries
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from tests.support.pypaimon import oracle_read
 from tests.support.seaweedfs import SeaweedFSServer
 

@@ -17,8 +17,8 @@ from airflow_lakeformat.core.paimon.create import create_table, schema_from_fiel
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data, plan_data_compaction
 from airflow_lakeformat.core.paimon.manifest import FileKind
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from airflow_lakeformat.spark.locate import job_path, py_files_zip
 from tests.support.pypaimon import run_oracle_batch
 from tests.support.spark import FIELDS, expected_rows, isolated_python, run_job, source_table

@@ -15,8 +15,8 @@ import pytest
 from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 from airflow_lakeformat.core.paimon.live_files import live_entries
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from tests.support.pypaimon import run_oracle_batch
 from tests.support.seaweedfs import SeaweedFSServer
 from tests.support.spark import FIELDS, expected_rows, run_job, source_table

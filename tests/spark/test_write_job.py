@@ -21,8 +21,8 @@ from airflow_lakeformat.core.paimon.create import create_table, schema_from_fiel
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from airflow_lakeformat.spark.runtime import FAIL_AFTER_FILES_ENV, KILL_BEFORE_COMMIT_ENV
 from tests.support.pypaimon import run_oracle_batch
 from tests.support.spark import FIELDS, data_files, expected_rows, run_job, source_table, write_parquet_source

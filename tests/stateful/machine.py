@@ -40,9 +40,9 @@ from airflow_lakeformat.core.paimon.create import create_table, schema_from_fiel
 from airflow_lakeformat.core.paimon.live_files import live_files
 from airflow_lakeformat.core.paimon.maintenance import data_compaction, expiry, orphans
 from airflow_lakeformat.core.paimon.paths import parse_partition_spec
-from airflow_lakeformat.core.paimon.register import write_data_files
 from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 
 try:
     from airflow_lakeformat.core.paimon.written_files import commit_written_files

@@ -29,9 +29,11 @@ from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
 )
 from airflow_lakeformat.core.paimon.manifest import FileKind, FileSource, ManifestEntry
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
-from airflow_lakeformat.core.paimon.register import RollingFileWriter, next_sequence_numbers, write_data_files
 from airflow_lakeformat.core.paimon.snapshot import CommitKind
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
+from airflow_lakeformat.core.paimon.write.live_state import next_sequence_numbers
+from airflow_lakeformat.core.paimon.write.rolling_writer import RollingFileWriter
 from tests.support.pypaimon import oracle_read
 from tests.support.tables import TableBuilder
 

@@ -18,24 +18,22 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from airflow_lakeformat.core.errors import RegisterError
 from airflow_lakeformat.core.paimon import binary_row
 from airflow_lakeformat.core.paimon.binary_row import Timestamp
 from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 from airflow_lakeformat.core.paimon.live_files import live_entries, live_files
 from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind
-from airflow_lakeformat.core.paimon.register import (
-    RegisterError,
-    data_file_meta_from_parquet,
-    default_bucket,
-    locate,
-    read_source,
-    register_files,
-    write_data_files,
-)
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.paimon.types import parse_type
 from airflow_lakeformat.core.paimon.values import from_python
+from airflow_lakeformat.core.paimon.write.bucketing import default_bucket
+from airflow_lakeformat.core.paimon.write.data_file_meta import data_file_meta_from_parquet
+from airflow_lakeformat.core.paimon.write.data_files import write_data_files
+from airflow_lakeformat.core.paimon.write.layout import locate
+from airflow_lakeformat.core.paimon.write.register import register_files
+from airflow_lakeformat.core.sources import read_source
 
 
 def make_table(

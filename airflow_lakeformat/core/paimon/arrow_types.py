@@ -1,4 +1,10 @@
-"""Arrow -> Paimon type mapping, for schemas given as Arrow (the reverse lives in ``register``)."""
+"""Paimon types as Arrow types and back, and Arrow columns as Paimon internal values.
+
+Paimon -> Arrow (:func:`arrow_type`, :func:`arrow_schema`) is the Parquet layout Paimon's
+``ParquetSchemaConverter`` writes: new data files are written in it and existing ones checked against
+it (``write/``). Arrow -> Paimon (:func:`paimon_type_from_arrow`, :func:`fields_from_arrow`) reads
+schemas given as Arrow (``create``, the CLI).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,18 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_lakeformat.core.paimon.types import parse_type
+from airflow_lakeformat.core.errors import RegisterError
+from airflow_lakeformat.core.paimon.binary_row import Timestamp
+from airflow_lakeformat.core.paimon.schema import TableSchema
+from airflow_lakeformat.core.paimon.types import (
+    BINARY_ROOTS,
+    CHARACTER_ROOTS,
+    TIMESTAMP_ROOTS,
+    DataField,
+    DataType,
+    parse_type,
+)
+from airflow_lakeformat.core.paimon.values import timestamp_from_epoch
 
 _PRECISION_OF_UNIT = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _SIMPLE = {
@@ -69,3 +86,85 @@ def fields_from_arrow_json(field: dict[str, Any]) -> dict[str, Any]:
     out = {k: v for k, v in field.items() if k != "nullable"}
     out["type"] = paimon
     return out
+
+
+# -- Paimon types as Arrow types ----------------------------------------------------------------
+
+
+def arrow_type(dtype: DataType) -> pa.DataType:
+    """The Arrow type Paimon's Parquet layout corresponds to (``ParquetSchemaConverter``)."""
+    root = dtype.root
+    simple: dict[str, pa.DataType] = {
+        "BOOLEAN": pa.bool_(),
+        "TINYINT": pa.int8(),
+        "SMALLINT": pa.int16(),
+        "INT": pa.int32(),
+        "BIGINT": pa.int64(),
+        "FLOAT": pa.float32(),
+        "DOUBLE": pa.float64(),
+        "DATE": pa.date32(),
+        "TIME": pa.time32("ms"),  # Paimon stores TIME as INT32 milliseconds whatever the precision
+    }
+    if root in simple:
+        return simple[root]
+    if root in CHARACTER_ROOTS:
+        return pa.string()
+    if root in BINARY_ROOTS:
+        return pa.binary()
+    if root == "DECIMAL":
+        precision = dtype.precision or 10
+        scale = dtype.scale or 0
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.decimal256(precision, scale)
+    if root in TIMESTAMP_ROOTS:
+        precision = dtype.precision if dtype.precision is not None else 6
+        unit = "ms" if precision <= 3 else "us" if precision <= 6 else "ns"
+        return pa.timestamp(unit, tz="UTC" if root == "TIMESTAMP_LTZ" else None)
+    if root == "ARRAY":
+        assert dtype.element is not None
+        return pa.list_(pa.field("element", arrow_type(dtype.element), dtype.element.nullable))
+    if root == "MULTISET":
+        assert dtype.element is not None
+        return pa.map_(arrow_type(dtype.element), pa.int32())
+    if root == "MAP":
+        assert dtype.key is not None and dtype.value is not None
+        return pa.map_(
+            pa.field("key", arrow_type(dtype.key), False),
+            pa.field("value", arrow_type(dtype.value), dtype.value.nullable),
+        )
+    if root == "ROW":
+        return pa.struct([_arrow_field(f) for f in dtype.fields])
+    raise RegisterError(dtype.sql(), "no Parquet mapping for this type")
+
+
+def _arrow_field(f: DataField) -> pa.Field:
+    return pa.field(
+        f.name, arrow_type(f.type), f.type.nullable, metadata={b"PARQUET:field_id": str(f.id).encode()}
+    )
+
+
+def arrow_schema(schema: TableSchema) -> pa.Schema:
+    """The table's columns as an Arrow schema, with Paimon's field ids as Parquet field ids."""
+    return pa.schema([_arrow_field(f) for f in schema.fields])
+
+
+# -- Arrow columns as Paimon internal values ----------------------------------------------------
+
+
+def internal_values(column: pa.ChunkedArray | pa.Array, dtype: DataType) -> list[Any]:
+    """Paimon internal values of an Arrow column (already of a type compatible with ``dtype``)."""
+    t = column.type
+    if pa.types.is_dictionary(t):
+        column = column.cast(t.value_type)
+        t = column.type
+    root = dtype.root
+    if root == "DATE":
+        return list(column.cast(pa.int32()).to_pylist())
+    if root == "TIME":
+        return list(column.cast(pa.time32("ms")).cast(pa.int32()).to_pylist())
+    if root in TIMESTAMP_ROOTS:
+        digits = {"s": 0, "ms": 3, "us": 6, "ns": 9}[t.unit]
+        raw = column.cast(pa.int64()).to_pylist()
+        if digits == 0:
+            return [None if v is None else Timestamp(v * 1000, 0) for v in raw]
+        return [None if v is None else timestamp_from_epoch(v, digits) for v in raw]
+    return list(column.to_pylist())

@@ -27,6 +27,15 @@ def timestamp_to_datetime(ts: Timestamp) -> datetime:
     return _EPOCH + timedelta(milliseconds=ts.millisecond, microseconds=ts.nano_of_millisecond // 1000)
 
 
+def timestamp_from_epoch(value: int, unit_digits: int) -> Timestamp:
+    """An epoch value in 10^-digits seconds as Paimon's (millis, nanos-of-milli); floor like Java."""
+    if unit_digits == 3:
+        return Timestamp(value, 0)
+    per_milli = 10 ** (unit_digits - 3)
+    millis, rest = divmod(value, per_milli)
+    return Timestamp(millis, rest * (1_000_000 // per_milli))
+
+
 def _local_date_time_parts(ts: Timestamp) -> tuple[date, int]:
     days, millis_of_day = divmod(ts.millisecond, _MILLIS_PER_DAY)
     nano_of_day = millis_of_day * 1_000_000 + ts.nano_of_millisecond

@@ -40,9 +40,10 @@ from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.manifest import ManifestEntry
 from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
-from airflow_lakeformat.core.paimon.register import RollingFileWriter, next_sequence_numbers
 from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.live_state import next_sequence_numbers
+from airflow_lakeformat.core.paimon.write.rolling_writer import RollingFileWriter
 from airflow_lakeformat.core.paimon.written_files import commit_written_files
 from airflow_lakeformat.spark.runtime import (
     JobContext,

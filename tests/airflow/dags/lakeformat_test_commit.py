@@ -27,7 +27,7 @@ def remember_failure(context: Context) -> None:
 def _write(table_name: str, rows: int, dt: str) -> tuple[Any, list[Any]]:
     import pyarrow as pa
 
-    from airflow_lakeformat.core.paimon.register import write_data_files
+    from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 
     table = LakeformatHook().open_table(table_name)
     data = pa.table({"dt": [dt] * rows, "v": list(range(rows))})

@@ -45,9 +45,10 @@ from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.manifest import FileKind, FileSource, ManifestEntry
 from airflow_lakeformat.core.paimon.options import parse_bool
 from airflow_lakeformat.core.paimon.paths import DataFilePaths, PartitionCodec, PartitionFilter
-from airflow_lakeformat.core.paimon.register import PARQUET_EXTENSION, RollingFileWriter
 from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
 from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.paimon.write.layout import PARQUET_EXTENSION
+from airflow_lakeformat.core.paimon.write.rolling_writer import RollingFileWriter
 
 # Paimon's ``compaction.min.file-num`` default.
 DEFAULT_MIN_FILE_COUNT = 5
