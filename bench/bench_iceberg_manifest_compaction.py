@@ -12,16 +12,36 @@ after and that every entry kept its snapshot id and sequence numbers; a mismatch
 
 With ``--root`` the table is built there and kept, so that the same table (same absolute paths) can be
 restored and compacted by Java's ``CALL system.rewrite_manifests`` for comparison (reference section 5).
+
+``--java`` does that comparison in the same run (needs ``.venv-iceberg``, see ``tests/support/java_iceberg.py``):
+
+    .venv/bin/python bench/bench_iceberg_manifest_compaction.py --java \
+        --out bench/results/iceberg_manifest_compaction.json
+
+The table is built at ``<work>/warehouse/db/bench`` (a Hadoop-catalog location Java's ``hc`` catalog
+resolves), tarred, and after our timings restored AT THE SAME PATH before each measured run: ``--repeat``
+(3) runs of our full compaction alone (the pristine table, no dry run before it; the best counts), then
+Java in one Spark session whose JVM gets its default JIT and GC back (the oracle's C1-only, serial-GC
+settings are for quick test start-ups): ``CALL hc.system.rewrite_manifests(table => 'db.bench')`` on a
+cold JVM (timed inside the session, session start reported apart), Java's views (``files`` metadata table
+before and after, ``entries``, the new manifest list), then ``--repeat`` more runs of the procedure on the
+warm JVM, each after we restored the pristine table again (the best counts). Checks (any false one exits 1): both sides keep the live files (path, records, bytes) of
+the pristine snapshot and every entry's snapshot id and data/file sequence numbers; our compacted live
+files and entries equal Java's; Java's data-manifest count is its cut rule's (``ceil(sum of replaced
+manifest lengths / target)`` Spark range partitions, each cut again at 1.2 x target), ours
+``ceil(bytes written / target)``; the two counts are reported side by side.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import shutil
 import sys
+import tarfile
 import tempfile
 import time
 import uuid
@@ -41,18 +61,23 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
+from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.commit import commit_with_retry
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from airflow_lakeformat.core.iceberg.catalog import open_path_table  # noqa: E402
+from airflow_lakeformat.core.iceberg.commit import commit_with_retry  # noqa: E402
+from airflow_lakeformat.core.iceberg.files import files_document  # noqa: E402
+from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog  # noqa: E402
+from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests  # noqa: E402
+from airflow_lakeformat.core.iceberg.table import IcebergTable  # noqa: E402
 
 
 def build_table(root: Path, manifests: int, per_manifest: int, columns: int, partitions: int) -> IcebergTable:
@@ -117,7 +142,7 @@ def build_table(root: Path, manifests: int, per_manifest: int, columns: int, par
         tx._apply(
             (
                 AddSnapshotUpdate(snapshot=snapshot),
-                SetSnapshotRefUpdate(snapshot_id=head_id, ref_name="main", type="branch"),  # type: ignore[call-arg]
+                SetSnapshotRefUpdate(snapshot_id=head_id, ref_name="main", type=SnapshotRefType.BRANCH),  # type: ignore[call-arg]
             ),
             (AssertRefSnapshotId(snapshot_id=None, ref="main"),),  # type: ignore[call-arg]
         )
@@ -136,6 +161,186 @@ def live_entries(table: IcebergTable) -> dict[str, tuple[Any, ...]]:
     }
 
 
+def live_files(table: IcebergTable, snapshot_id: int | None = None) -> list[tuple[str, int, int]]:
+    """(path, records, bytes) of the live files at a snapshot (default: the current one), sorted."""
+    files = files_document(table, snapshot_id=snapshot_id)["files"]
+    return sorted((f["path"], f["recordCount"], f["fileSize"]) for f in files)
+
+
+def java_live_files(files: list[dict[str, Any]]) -> list[tuple[str, int, int]]:
+    return sorted((f["file_path"], f["record_count"], f["file_size_in_bytes"]) for f in files)
+
+
+def data_manifests(table: IcebergTable) -> list[Any]:
+    snapshot = table.snapshot()
+    assert snapshot is not None
+    return [m for m in snapshot.manifests(table.table.io) if m.content == 0]
+
+
+def archive(directory: Path, tarball: Path) -> None:
+    with tarfile.open(tarball, "w") as out:
+        out.add(directory, arcname=directory.name)
+
+
+def restore(directory: Path, tarball: Path) -> None:
+    """Put the pristine table back AT THE SAME PATH (metadata holds absolute paths)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    with tarfile.open(tarball) as source:
+        source.extractall(directory.parent, filter="tar")
+
+
+#: The oracle's JVM runs with C1 only and the serial GC (fast start-ups for the tests); for the comparison
+#: Java gets its defaults back: the full tiered JIT and G1 (appended options win).
+JAVA_DEFAULT_JIT_AND_GC = "-XX:TieredStopAtLevel=4 -XX:-UseSerialGC -XX:+UseG1GC"
+
+
+def wait_for(path: Path, oracle: Any, timeout: float = 900.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if oracle.process.poll() is not None:
+            oracle.result()  # raises with the oracle's stderr
+            raise RuntimeError(f"the oracle ended before writing {path}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.05)
+
+
+def compare_with_java(
+    base: Path, root: Path, warehouse: Path, pristine: Path, ours_after: list[Any], repeat: int
+) -> dict[str, Any]:
+    """Our full compaction (``repeat`` runs) and Java's rewrite_manifests (one on a cold JVM, then ``repeat``
+    on the warm JVM), each run on the pristine table restored in place."""
+    from tests.support.java_iceberg import start_oracle
+
+    restore(root, pristine)
+    table = open_path_table(str(root))
+    head = table.metadata.current_snapshot_id
+    before_files = live_files(table)
+    before_entries = live_entries(table)
+    inputs = data_manifests(table)
+    input_count, input_bytes = len(inputs), sum(m.manifest_length for m in inputs)
+    target = int(table.metadata.properties.get("commit.manifest.target-size-bytes", 8 * 1024 * 1024))
+    ours_runs: list[float] = []
+    for index in range(repeat):
+        if index:
+            restore(root, pristine)
+            table = open_path_table(str(root))
+        started = time.perf_counter()
+        last = compact_manifests(table, "full")
+        ours_runs.append(time.perf_counter() - started)
+    ours_seconds = min(ours_runs)
+    ours_files = live_files(table)
+    ours_entries = live_entries(table)
+    ours_data = data_manifests(table)
+    ours_bytes = sum(m.manifest_length for m in ours_data)
+
+    # One JVM: the procedure on the pristine table (JVM cold) and Java's views; then, each time after we
+    # restored the pristine table again, the procedure on the warm JVM.
+    restore(root, pristine)
+    signals = [(base / f"java-waiting-{i}", base / f"java-restored-{i}") for i in range(repeat)]
+    for path in (p for pair in signals for p in pair):
+        path.unlink(missing_ok=True)
+    call = ["time-call", "--procedure", "rewrite_manifests", "--table", "db.bench"]
+    commands = [
+        call,
+        ["files", "--table", "db.bench", "--snapshot", str(head)],  # the `files` metadata table
+        ["files", "--table", "db.bench"],
+        ["entries", "--table", "db.bench"],
+        ["manifest-list", "--table", "db.bench"],
+    ]
+    for waiting, restored in signals:
+        commands += [["wait-file", "--path", str(restored), "--signal", str(waiting)], call]
+    commands.append(["files", "--table", "db.bench"])
+    started = time.perf_counter()
+    oracle = start_oracle(
+        "batch",
+        warehouse=warehouse,
+        conf={"spark.driver.extraJavaOptions": JAVA_DEFAULT_JIT_AND_GC},
+        stdin=json.dumps(commands),
+    )
+    try:
+        for waiting, restored in signals:
+            wait_for(waiting, oracle)
+            restore(root, pristine)
+            restored.touch()
+        results = oracle.result(timeout=3600)
+    finally:
+        oracle.stop()
+    cold_call, before, after, entries, manifests = results[:5]
+    warm_calls = results[6:-1:2]
+    warm_after = results[-1]
+    java_wall = time.perf_counter() - started
+    java_data = [m for m in manifests if m["content"] == "DATA"]
+    java_bytes = sum(m["length"] for m in java_data)
+    java_expected = math.ceil(input_bytes / target)
+    java_entries = {
+        e["file_path"]: (e["snapshot_id"], e["sequence_number"], e["file_sequence_number"])
+        for e in entries
+        if e["status"] != 2
+    }
+    checks = {
+        "oursKeepsLiveFiles": ours_files == before_files,
+        "oursKeepsIdsAndSequenceNumbers": ours_entries == before_entries,
+        "oursEqualsOursAfterDryRun": ours_files == ours_after,
+        "javaSawPristineLiveFiles": java_live_files(before) == before_files,
+        "javaKeepsLiveFiles": java_live_files(after) == before_files,
+        "javaLiveFilesEqualOurs": java_live_files(after) == ours_files,
+        "javaEntriesEqualOurs": java_entries == ours_entries,
+        "javaWarmRunKeepsLiveFiles": java_live_files(warm_after) == before_files,
+        "javaRewroteEveryManifestEachRun": [
+            r["rewritten_manifests_count"] for c in (cold_call, *warm_calls) for r in c["rows"]
+        ]
+        == [input_count] * (1 + repeat),
+        # Java's cut rule: n = ceil(sum of the replaced lengths / target) range partitions, each rolled again
+        # at 1.2 x target, so at least n manifests (more only if a partition overflows).
+        "javaCountFollowsItsCutRule": len(java_data) >= java_expected,
+        # Ours: cut at the target as written, so ceil(bytes written / target), one more at most for the
+        # last entry that crossed it.
+        "oursCountFollowsOurCutRule": math.ceil(ours_bytes / target)
+        <= len(ours_data)
+        <= math.ceil(ours_bytes / target) + 1,
+    }
+    java_cold = cold_call["seconds"]
+    java_warm_runs = [c["seconds"] for c in warm_calls]
+    java_warm = min(java_warm_runs)
+    return {
+        "seconds": {
+            "oursFullCompactionBest": round(ours_seconds, 3),
+            "oursRuns": [round(x, 3) for x in ours_runs],
+            "javaRewriteManifestsColdJvm": java_cold,
+            "javaRewriteManifestsWarmJvmBest": java_warm,
+            "javaWarmRuns": java_warm_runs,
+            "javaSessionStart": cold_call["session_seconds"],
+            "javaOracleProcessWall": round(java_wall, 3),
+        },
+        "ratios": {
+            "javaColdJvmOverOurs": round(java_cold / ours_seconds, 2),
+            "javaWarmJvmOverOurs": round(java_warm / ours_seconds, 2),
+            "javaColdJvmPlusSessionOverOurs": round(
+                (java_cold + cold_call["session_seconds"]) / ours_seconds, 2
+            ),
+        },
+        "javaJvmOptions": f"oracle defaults + {JAVA_DEFAULT_JIT_AND_GC}",
+        "manifests": {
+            "inputDataManifests": input_count,
+            "inputBytes": input_bytes,
+            "targetSizeBytes": target,
+            "ours": len(ours_data),
+            "oursBytes": ours_bytes,
+            "java": len(java_data),
+            "javaBytes": java_bytes,
+            "javaExpectedByCutRule": java_expected,
+            "difference": len(java_data) - len(ours_data),
+            "note": "Java sizes its output from the INPUT manifests' lengths (one header and per-manifest "
+            "overhead each), we cut the OUTPUT at the target: fewer, fuller manifests from us when the "
+            "rewritten entries take less room than the inputs did",
+        },
+        "javaProcedureOutput": {"cold": cold_call["rows"], "warm": [c["rows"] for c in warm_calls]},
+        "oursLastResult": last.to_json(),
+        "checks": checks,
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -145,14 +350,34 @@ def main() -> int:
     parser.add_argument("--columns", type=int, default=8)
     parser.add_argument("--partitions", type=int, default=50)
     parser.add_argument("--root", help="build the table here and keep it (default: a temporary directory)")
+    parser.add_argument(
+        "--java", action="store_true", help="also run Java's rewrite_manifests (.venv-iceberg)"
+    )
+    parser.add_argument("--work", help="with --java: the work directory (default: a temporary directory)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="with --java: our runs and Java's warm-JVM runs (best counts)"
+    )
     parser.add_argument("--out", help="write the figures as JSON here")
     args = parser.parse_args()
-    tmp = None if args.root else tempfile.mkdtemp(prefix="bench-manifest-compaction-")
-    root = Path(args.root or tmp or ".") / ("" if args.root else "table")
+    if args.java and args.root:
+        parser.error("--java builds its table under --work (a Hadoop-catalog warehouse), not --root")
+    keep = args.root or (args.work if args.java else None)
+    tmp = None if keep else tempfile.mkdtemp(prefix="bench-manifest-compaction-")
+    base = Path(args.work or tmp or ".").resolve() if args.java else None
+    if base is not None:
+        warehouse = base / "warehouse"
+        root = warehouse / "db" / "bench"
+        shutil.rmtree(warehouse, ignore_errors=True)
+    else:
+        root = Path(args.root or tmp or ".") / ("" if args.root else "table")
     try:
         started = time.perf_counter()
         table = build_table(root, args.manifests, args.files_per_manifest, args.columns, args.partitions)
         build_seconds = time.perf_counter() - started
+        pristine = None
+        if base is not None:
+            pristine = base / "pristine.tar"
+            archive(root, pristine)
         files_before = files_document(table)["files"]
         entries_before = live_entries(table)
 
@@ -173,16 +398,22 @@ def main() -> int:
             == (real.manifests_after, real.bytes_after),
             "secondRunIsNoop": again.snapshot_id is None,
         }
-        figures = {
+        figures: dict[str, Any] = {
             "table": {"manifests": args.manifests, "filesPerManifest": args.files_per_manifest,
                       "columns": args.columns, "partitions": args.partitions, "entries": len(entries_before),
-                      "root": str(root) if args.root else None},
+                      "root": str(root) if keep else None},
             "seconds": {"build": round(build_seconds, 3), "dryRun": round(dry_seconds, 3),
                         "fullCompaction": round(real_seconds, 3), "secondRunNoop": round(noop_seconds, 3)},
             "result": real.to_json(),
             "checks": checks,
-            "machine": {"python": platform.python_version(), "cpus": os.cpu_count()},
+            "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                        "loadavg": [round(x, 2) for x in os.getloadavg()]},
         }  # fmt: skip
+        if base is not None and pristine is not None:
+            java = compare_with_java(base, root, base / "warehouse", pristine, live_files(table), args.repeat)
+            figures["java"] = java
+            checks.update({f"java.{k}": v for k, v in java["checks"].items()})
+            figures["machine"]["loadavgAfter"] = [round(x, 2) for x in os.getloadavg()]
         print(json.dumps(figures, indent=2))
         if args.out:
             Path(args.out).write_text(json.dumps(figures, indent=2) + "\n")

@@ -7,20 +7,25 @@ It writes one snapshot whose manifest list holds ``--manifests`` manifests (pyic
 each with ``--files-per-manifest`` data entries carrying full per-column metrics for ``--columns`` columns,
 then times, best of ``--repeat`` in this process: ``files_document`` with our fastavro decoder (the
 default), the same with pyiceberg's decoder inside our reader, pyiceberg's ``inspect.files()`` and
-``scan().plan_files()``. The ratios are against the pyiceberg baselines of the same run. It checks its own
-answer: the set of paths (and record counts) ours returns must equal pyiceberg's ``plan_files()`` and
-``inspect.files()``; a mismatch exits 1 whatever the timings.
+``scan().plan_files()``. The repetitions are interleaved (one of each method per round), so that a load
+change on a shared machine hits all methods alike. The ratios are against the pyiceberg baselines of the
+same run. It checks its own answer: the multiset of (path, record count) ours returns must equal
+pyiceberg's ``plan_files()`` and ``inspect.files()``, and hold every file written exactly once; a mismatch
+exits 1 whatever the timings.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from pyiceberg.manifest import (
@@ -35,6 +40,7 @@ from pyiceberg.manifest import (
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table import Transaction
+from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 from pyiceberg.transforms import IdentityTransform
@@ -91,7 +97,7 @@ def build(root: Path, manifests: int, per_manifest: int, columns: int) -> None:
     list_path = f"{metadata.location}/metadata/snap-{snapshot_id}-0-{uuid.uuid4()}.avro"
     with write_manifest_list(2, pyt.io.new_output(list_path), snapshot_id, None, 1, "deflate") as list_writer:
         list_writer.add_manifests(manifest_files)
-    snapshot = Snapshot(
+    snapshot = Snapshot(  # type: ignore[call-arg]
         snapshot_id=snapshot_id,
         sequence_number=1,
         timestamp_ms=int(time.time() * 1000),
@@ -104,22 +110,29 @@ def build(root: Path, manifests: int, per_manifest: int, columns: int) -> None:
         tx._apply(
             (
                 AddSnapshotUpdate(snapshot=snapshot),
-                SetSnapshotRefUpdate(snapshot_id=snapshot_id, ref_name="main", type="branch"),
+                SetSnapshotRefUpdate(snapshot_id=snapshot_id, ref_name="main", type=SnapshotRefType.BRANCH),  # type: ignore[call-arg]
             ),
-            (AssertRefSnapshotId(snapshot_id=None, ref="main"),),
+            (AssertRefSnapshotId(snapshot_id=None, ref="main"),),  # type: ignore[call-arg]
         )
 
     commit_with_retry(table, stage)
 
 
-def timed(label: str, fn: object, repeat: int) -> tuple[float, object]:
-    best, result = float("inf"), None
+Files = Counter[tuple[str, int]]
+
+
+def timed_rounds(methods: dict[str, Callable[[], Files]], repeat: int) -> dict[str, tuple[float, Files]]:
+    """Best time and last answer of each method, over ``repeat`` rounds of one call of each."""
+    best = dict.fromkeys(methods, float("inf"))
+    answers: dict[str, Files] = {}
     for _ in range(repeat):
-        started = time.perf_counter()
-        result = fn()  # type: ignore[operator]
-        best = min(best, time.perf_counter() - started)
-    print(f"{label:45s} {best:8.3f} s")
-    return best, result
+        for label, method in methods.items():
+            started = time.perf_counter()
+            answers[label] = method()
+            best[label] = min(best[label], time.perf_counter() - started)
+    for label in methods:
+        print(f"{label:45s} {best[label]:8.3f} s")
+    return {label: (best[label], answers[label]) for label in methods}
 
 
 def main() -> int:
@@ -142,31 +155,47 @@ def main() -> int:
         )
         table = open_path_table(str(root))
         pyt = table.table
+        location = table.metadata.location
 
-        def ours() -> set[tuple[str, int]]:
-            return {(f["path"], f["recordCount"]) for f in files_document(table)["files"]}
+        def ours() -> Files:
+            return Counter((f["path"], f["recordCount"]) for f in files_document(table)["files"])
 
-        def ours_pyiceberg_decoder() -> set[tuple[str, int]]:
+        def ours_pyiceberg_decoder() -> Files:
             document = files_document(table, decoder=PyIcebergDecoder())
-            return {(f["path"], f["recordCount"]) for f in document["files"]}
+            return Counter((f["path"], f["recordCount"]) for f in document["files"])
 
-        def inspect_files() -> set[tuple[str, int]]:
+        def inspect_files() -> Files:
             arrow = pyt.inspect.files()
-            return set(zip(arrow["file_path"].to_pylist(), arrow["record_count"].to_pylist(), strict=True))
+            return Counter(
+                zip(arrow["file_path"].to_pylist(), arrow["record_count"].to_pylist(), strict=True)
+            )
 
-        def plan_files() -> set[tuple[str, int]]:
-            return {(t.file.file_path, t.file.record_count) for t in pyt.scan().plan_files()}
+        def plan_files() -> Files:
+            return Counter((t.file.file_path, t.file.record_count) for t in pyt.scan().plan_files())
 
-        t_ours, r_ours = timed("ours: files_document (fastavro, projected)", ours, args.repeat)
-        t_dec, r_dec = timed("ours with pyiceberg's manifest decoder", ours_pyiceberg_decoder, args.repeat)
-        t_inspect, r_inspect = timed("pyiceberg inspect.files()", inspect_files, args.repeat)
-        t_plan, r_plan = timed("pyiceberg scan().plan_files()", plan_files, args.repeat)
+        load_before = os.getloadavg()
+        timings = timed_rounds(
+            {
+                "ours: files_document (fastavro, projected)": ours,
+                "ours with pyiceberg's manifest decoder": ours_pyiceberg_decoder,
+                "pyiceberg inspect.files()": inspect_files,
+                "pyiceberg scan().plan_files()": plan_files,
+            },
+            args.repeat,
+        )
+        (t_ours, r_ours), (t_dec, r_dec), (t_inspect, r_inspect), (t_plan, r_plan) = timings.values()
     expected = args.manifests * args.files_per_manifest
+    written = Counter(
+        (f"{location}/data/part={m % 50}/file-{m}-{f}.parquet", 1000 + f)
+        for m in range(args.manifests)
+        for f in range(args.files_per_manifest)
+    )
     checks = {
         "oursEqualsPlanFiles": r_ours == r_plan,
         "oursEqualsInspectFiles": r_ours == r_inspect,
         "decodersAgree": r_ours == r_dec,
-        "fileCount": len(r_ours) == expected,  # type: ignore[arg-type]
+        "fileCount": sum(r_ours.values()) == expected,
+        "oursEqualsWhatWasWritten": r_ours == written,
     }
     figures = {
         "table": {"manifests": args.manifests, "filesPerManifest": args.files_per_manifest, "columns": args.columns,
@@ -176,7 +205,9 @@ def main() -> int:
         "ratios": {"planFilesOverOurs": round(t_plan / t_ours, 2), "inspectFilesOverOurs": round(t_inspect / t_ours, 2)},
         "checks": checks,
         "repeat": args.repeat,
-        "machine": {"python": platform.python_version(), "cpus": __import__("os").cpu_count()},
+        "machine": {"python": platform.python_version(), "cpus": os.cpu_count(),
+                    "loadavgBefore": [round(x, 2) for x in load_before],
+                    "loadavgAfter": [round(x, 2) for x in os.getloadavg()]},
     }  # fmt: skip
     print(json.dumps(figures, indent=2))
     if args.out:

@@ -67,6 +67,30 @@ Commands:
         ``ExpireSnapshotsSparkAction.expireFiles()``: COMMITS the expiry to the metadata but deletes no file, and
         prints [{"path", "type"}] of the files Java would delete (Java's "would delete" set); types are "DATA",
         "POSITION_DELETES", "EQUALITY_DELETES", "Manifest", "Manifest List", "Statistics Files".
+    load-metadata --metadata FILE
+        Java's view of one metadata file (StaticTableOperations): {"metadata", "format_version",
+        "current_snapshot_id", "snapshots": [{snapshot_id, parent_id, sequence_number, operation}], "refs",
+        "files"} (files: live files at its current snapshot, as ``files --source java``).
+    manifest-list --table T [--snapshot ID]
+        The manifest list of a snapshot (default current) through the Java API: [{path, content, spec_id,
+        length, added_snapshot_id, added/existing/deleted_files_count}] in list order.
+    merge-append --table T [--branch B]
+        Commits an EMPTY newAppend() (MergeAppend) to main or to branch B, so Java's commit-time manifest merge
+        runs on the existing manifests alone (what our "minor" manifest compaction models): {"parent_id",
+        "snapshot_id", "manifests_before", "manifests_after"}.
+    append-loop --table T --writer ID [--writer ID ...] --count N [--rows-per-commit K] [--interval-ms MS]
+                [--ready-file P --go-file P] [--pause-every M --pause-dir D]
+        One JVM thread per writer, each committing N Java-API fast appends of rows (writer, seq, k) with
+        snapshot summary lakeformat.writer / lakeformat.seq; Java's commit retry, then a re-commit of the
+        same files when Java gives up with CommitFailedException. Writes P(ready) when prepared and waits
+        for P(go). With --pause-every M: after every M commits (not after the last), writer W writes
+        D/paused-W-R (R = 1, 2, ... the round just finished) and waits for D/resume-R.
+        Prints {"writers": {ID: {"commits", "exhausted", "error", "seconds"}}}.
+    time-call --procedure NAME --table T [--args JSON]
+        ``call`` timed inside the session: {"rows", "seconds", "session_seconds"}.
+    wait-file --path P [--timeout S] [--signal Q]
+        Writes Q (if given), then waits until P exists (default at most 600 s; exit 2 after that): in a
+        ``batch``, lets the caller act between two commands of one Spark session. Prints {"waited_seconds"}.
     batch [FILE]
         Several commands in ONE Spark session; FILE (default stdin) holds a JSON list of argument lists (without
         session options); prints the list of their results.
@@ -912,6 +936,298 @@ SCENARIOS: dict[str, Callable[[Oracle], str]] = {
 
 
 # ----------------------------------------------------------------------------------------------
+# Commands for the write, concurrency and benchmark interop tests (load-metadata, manifest-list,
+# merge-append, append-loop, time-call, wait-file)
+# ----------------------------------------------------------------------------------------------
+
+
+def _manifest_row(manifest: Any) -> dict[str, Any]:
+    def count(value: Any) -> int | None:
+        return None if value is None else int(value)
+
+    return {
+        "path": str(manifest.path()),
+        "content": str(manifest.content().name()),
+        "spec_id": int(manifest.partitionSpecId()),
+        "length": int(manifest.length()),
+        "added_snapshot_id": None if manifest.snapshotId() is None else int(manifest.snapshotId()),
+        "added_files_count": count(manifest.addedFilesCount()),
+        "existing_files_count": count(manifest.existingFilesCount()),
+        "deleted_files_count": count(manifest.deletedFilesCount()),
+    }
+
+
+def manifest_list(o: Oracle, table: Any, snapshot_id: int | None) -> list[dict[str, Any]]:
+    """The manifest list of a snapshot (Java API), in list order."""
+    if snapshot_id is None:
+        return []
+    return [_manifest_row(m) for m in table.snapshot(snapshot_id).allManifests(table.io())]
+
+
+def load_metadata(o: Oracle, metadata: str) -> dict[str, Any]:
+    """Java's view of ONE metadata file (``StaticTableOperations``): what a reader that loaded exactly that
+    version sees: current snapshot, snapshots with parent and operation, refs, live files at the current
+    snapshot."""
+    iceberg = o.jvm.org.apache.iceberg
+    conf = o.spark._jsparkSession.sessionState().newHadoopConf()
+    io = iceberg.hadoop.HadoopFileIO(conf)
+    table = iceberg.BaseTable(iceberg.StaticTableOperations(metadata, io), metadata)
+    current = table.currentSnapshot()
+    current_id = None if current is None else int(current.snapshotId())
+    snapshots = [
+        {
+            "snapshot_id": int(s.snapshotId()),
+            "parent_id": None if s.parentId() is None else int(s.parentId()),
+            "sequence_number": int(s.sequenceNumber()),
+            "operation": None if s.operation() is None else str(s.operation()),
+        }
+        for s in table.snapshots()
+    ]
+    return {
+        "metadata": metadata,
+        "format_version": int(table.operations().current().formatVersion()),
+        "current_snapshot_id": current_id,
+        "snapshots": snapshots,
+        "refs": o.refs(table),
+        "files": o.files_java(table, current_id),
+    }
+
+
+def merge_append(o: Oracle, identifier: str, branch: str | None = None) -> dict[str, Any]:
+    """Commit an EMPTY ``newAppend()`` (MergeAppend) to main or ``branch``: Java's commit-time merge policy
+    (``ManifestMergeManager``) runs on the existing manifests alone, which is what our "minor" manifest
+    compaction models. Prints the manifest lists before and after and the new snapshot id."""
+    table = o.load(identifier)
+    head = table.currentSnapshot() if branch is None else table.snapshot(branch)
+    if head is None and branch is not None:
+        raise OracleError(f"merge-append: no branch {branch!r} in {identifier}")
+    before = manifest_list(o, table, None if head is None else int(head.snapshotId()))
+    operation = table.newAppend().set("lakeformat.probe", "empty-merge-append")
+    if branch is not None:
+        operation = operation.toBranch(branch)
+    operation.commit()
+    table.refresh()
+    new_head = int((table.currentSnapshot() if branch is None else table.snapshot(branch)).snapshotId())
+    return {
+        "parent_id": None if head is None else int(head.snapshotId()),
+        "snapshot_id": new_head,
+        "manifests_before": before,
+        "manifests_after": manifest_list(o, table, new_head),
+    }
+
+
+def _java_exception_class(exc: BaseException) -> str:
+    java = getattr(exc, "java_exception", None)
+    return "" if java is None else str(java.getClass().getName())
+
+
+def append_loop(
+    o: Oracle,
+    identifier: str,
+    writers: list[str],
+    count: int,
+    rows_per_commit: int,
+    interval_ms: int,
+    ready_file: Path | None,
+    go_file: Path | None,
+    pause_every: int = 0,
+    pause_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Java writers, one JVM thread each, each committing ``count`` Java-API fast appends concurrently.
+
+    The table needs columns ``writer`` (string), ``seq`` and ``k`` (integers); other columns stay null.
+    Commit ``seq`` of writer ``W`` holds rows (W, seq, k) for k < rows_per_commit and sets the snapshot
+    summary properties ``lakeformat.writer=W``, ``lakeformat.seq=seq``. Java's own retry
+    (``commit.retry.*``) handles conflicts; when it gives up (CommitFailedException: nothing landed) the
+    same files are committed again, counted in ``exhausted``. Any other failure stops the loop and is
+    reported. With ``ready_file``/``go_file``: write the first once everything is prepared (rows converted,
+    tables loaded), then wait for the second, so that the caller can start its own writers at the same
+    moment. With ``pause_every``: a barrier after every ``pause_every`` commits of each writer (except after
+    its last): ``pause_dir/paused-<writer>-<round>`` is written, then ``pause_dir/resume-<round>`` awaited,
+    so that the caller can act between rounds while every writer stands still."""
+    import threading
+
+    if pause_every and pause_dir is None:
+        raise OracleError("append-loop: --pause-every needs --pause-dir")
+    rows = [
+        {"writer": writer, "seq": seq, "k": k}
+        for writer in writers
+        for seq in range(count)
+        for k in range(rows_per_commit)
+    ]
+    table = o.load(identifier)
+    schema, spec = table.schema(), table.spec()
+    columns = [(str(f.name()), str(f.type().typeId().name())) for f in schema.columns()]
+    names = [name for name, _ in columns]
+    for required in ("writer", "seq", "k"):
+        if required not in names:
+            raise OracleError(f"append-loop needs a column {required!r} ({identifier} has {names})")
+    java_rows = o._spark_rows(identifier, names, rows)
+    iceberg = o.jvm.org.apache.iceberg
+    converter = o.jvm.org.apache.iceberg.spark.SparkValueConverter
+    records = [converter.convert(schema, java_rows.get(i)) for i in range(len(rows))]
+    tables = {writer: o.load(identifier) for writer in writers}
+    report: dict[str, dict[str, Any]] = {w: {"commits": 0, "exhausted": 0, "error": None} for w in writers}
+    if ready_file is not None:
+        ready_file.write_text("ready", encoding="utf-8")
+    if go_file is not None:
+        deadline = time.monotonic() + 300
+        while not go_file.exists():
+            if time.monotonic() > deadline:
+                raise OracleError(f"{go_file} did not appear within 300 s")
+            time.sleep(0.01)
+
+    def commit_one(writer: str, writer_table: Any, seq: int) -> None:
+        factory = iceberg.data.GenericAppenderFactory(schema, spec)
+        wrapper = iceberg.data.InternalRecordWrapper(schema.asStruct())  # mutable: one per thread
+        groups: dict[str, tuple[Any, list[Any]]] = {}
+        base = (writers.index(writer) * count + seq) * rows_per_commit
+        for record in records[base : base + rows_per_commit]:
+            key = iceberg.PartitionKey(spec, schema)
+            key.partition(wrapper.wrap(record))
+            path = str(spec.partitionToPath(key)) if spec.isPartitioned() else ""
+            groups.setdefault(path, (key, []))[1].append(record)
+        data_files = []
+        for file_index, (key, group) in enumerate(groups.values()):
+            name = f"java-loop-{writer}-{seq:05d}-{file_index:03d}-{time.time_ns()}.parquet"
+            location = writer_table.locationProvider().newDataLocation(spec, key, name)
+            output = iceberg.encryption.EncryptedFiles.plainAsEncryptedOutput(
+                writer_table.io().newOutputFile(location)
+            )
+            data_writer = factory.newDataWriter(
+                output, iceberg.FileFormat.PARQUET, key if spec.isPartitioned() else None
+            )
+            try:
+                for record in group:
+                    data_writer.write(record)
+            finally:
+                data_writer.close()
+            data_files.append(data_writer.toDataFile())
+        while True:
+            operation = writer_table.newFastAppend()
+            operation = operation.set("lakeformat.writer", writer).set("lakeformat.seq", str(seq))
+            for data_file in data_files:
+                operation = operation.appendFile(data_file)
+            try:
+                operation.commit()
+                return
+            except Exception as exc:
+                if not _java_exception_class(exc).endswith("CommitFailedException"):
+                    raise
+                report[writer]["exhausted"] += 1
+                writer_table.refresh()
+
+    def pause(writer: str, round_: int) -> None:
+        assert pause_dir is not None
+        (pause_dir / f"paused-{writer}-{round_}").write_text("paused", encoding="utf-8")
+        resume, deadline = pause_dir / f"resume-{round_}", time.monotonic() + 300
+        while not resume.exists():
+            if time.monotonic() > deadline:
+                raise OracleError(f"{resume} did not appear within 300 s")
+            time.sleep(0.005)
+
+    def run(writer: str) -> None:
+        started = time.monotonic()
+        try:
+            for seq in range(count):
+                commit_one(writer, tables[writer], seq)
+                report[writer]["commits"] += 1
+                if pause_every and (seq + 1) % pause_every == 0 and seq + 1 < count:
+                    pause(writer, (seq + 1) // pause_every)
+                if interval_ms:
+                    time.sleep(interval_ms / 1000.0)
+        except Exception as exc:  # reported, not raised: the other writer keeps going
+            report[writer]["error"] = f"{type(exc).__name__}: {exc}"[:4000]
+            if pause_dir is not None:  # a caller waiting at a barrier must not wait for this writer
+                (pause_dir / f"failed-{writer}").write_text(report[writer]["error"], encoding="utf-8")
+        report[writer]["seconds"] = round(time.monotonic() - started, 3)
+
+    threads = [threading.Thread(target=run, args=(w,), name=f"java-writer-{w}") for w in writers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return {"writers": report}
+
+
+def timed_call(o: Oracle, identifier: str, procedure: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """``call``, timed inside the session: {"rows", "seconds", "session_seconds"} (the session start is
+    reported apart and not included)."""
+    catalog, namespace, name = identifier.split(".")
+    parts = [f"table => {sql_literal(f'{namespace}.{name}')}"]
+    parts += [f"{key} => {sql_literal(value)}" for key, value in arguments.items()]
+    started = time.perf_counter()
+    rows = o.sql(f"CALL {catalog}.system.{procedure}({', '.join(parts)})")
+    seconds = time.perf_counter() - started
+    return {"rows": rows, "seconds": round(seconds, 3), "session_seconds": o.session_seconds}
+
+
+def _add_extra_commands(commands: Any, parent: argparse.ArgumentParser) -> None:
+    load = commands.add_parser("load-metadata", parents=[parent])
+    load.add_argument("--metadata", required=True)
+    listing = commands.add_parser("manifest-list", parents=[parent])
+    listing.add_argument("--table", required=True)
+    listing.add_argument("--snapshot", type=int)
+    merge = commands.add_parser("merge-append", parents=[parent])
+    merge.add_argument("--table", required=True)
+    merge.add_argument("--branch")
+    loop = commands.add_parser("append-loop", parents=[parent])
+    loop.add_argument("--table", required=True)
+    loop.add_argument("--writer", action="append", required=True)
+    loop.add_argument("--count", type=int, required=True)
+    loop.add_argument("--rows-per-commit", type=int, default=1)
+    loop.add_argument("--interval-ms", type=int, default=0)
+    loop.add_argument("--ready-file", type=Path)
+    loop.add_argument("--go-file", type=Path)
+    loop.add_argument("--pause-every", type=int, default=0)
+    loop.add_argument("--pause-dir", type=Path)
+    timed = commands.add_parser("time-call", parents=[parent])
+    timed.add_argument("--procedure", required=True)
+    timed.add_argument("--table", required=True)
+    timed.add_argument("--args", default="{}")
+    wait = commands.add_parser("wait-file", parents=[parent])
+    wait.add_argument("--path", type=Path, required=True)
+    wait.add_argument("--timeout", type=float, default=600.0)
+    wait.add_argument("--signal", type=Path)
+
+
+EXTRA_COMMANDS = ("load-metadata", "manifest-list", "merge-append", "append-loop", "time-call", "wait-file")
+
+
+def wait_file(path: Path, timeout: float, signal: Path | None = None) -> dict[str, Any]:
+    """Write ``signal`` (if given), then wait until ``path`` exists (see ``wait-file``)."""
+    if signal is not None:
+        signal.write_text("waiting", encoding="utf-8")
+    started = time.monotonic()
+    while not path.exists():
+        if time.monotonic() - started > timeout:
+            raise OracleError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.01)
+    return {"waited_seconds": round(time.monotonic() - started, 3)}
+
+
+def _run_extra(o: Oracle, args: argparse.Namespace) -> Any:
+    if args.command == "load-metadata":
+        return load_metadata(o, args.metadata)
+    if args.command == "wait-file":
+        return wait_file(args.path, args.timeout, args.signal)
+    identifier = o.identifier(args.table)
+    if args.command == "manifest-list":
+        table = o.load(identifier)
+        return manifest_list(o, table, o.resolve_version(table, args.snapshot, None))
+    if args.command == "merge-append":
+        return merge_append(o, identifier, args.branch)
+    if args.command == "append-loop":
+        return append_loop(
+            o, identifier, args.writer, args.count, args.rows_per_commit, args.interval_ms,
+            args.ready_file, args.go_file, args.pause_every, args.pause_dir,
+        )  # fmt: skip
+    if args.command == "time-call":
+        return timed_call(o, identifier, args.procedure, json.loads(args.args))
+    raise OracleError(f"unknown command {args.command}")
+
+
+# ----------------------------------------------------------------------------------------------
 # Command line
 # ----------------------------------------------------------------------------------------------
 
@@ -963,6 +1279,7 @@ def build_parser() -> argparse.ArgumentParser:
     expire.add_argument("--older-than-ms", type=int)
     expire.add_argument("--retain-last", type=int)
     expire.add_argument("--snapshot-id", type=int, action="append", default=[])
+    _add_extra_commands(commands, parent)
     batch = commands.add_parser("batch", parents=[parent])
     batch.add_argument("file", nargs="?", default="-")
     return parser
@@ -987,6 +1304,8 @@ def run_command(o: Oracle, args: argparse.Namespace) -> Any:
         }
     if command == "sql":
         return [o.sql(statement) for statement in args.statement]
+    if command in EXTRA_COMMANDS:
+        return _run_extra(o, args)
     identifier = o.identifier(args.table)
     if command in ("files", "rows", "entries"):
         table = o.load(identifier)

@@ -388,3 +388,161 @@ def fresh_java_iceberg_warehouse(
         yield java_iceberg_warehouse
     finally:
         java_iceberg_warehouse.restore()
+
+
+# ---- helpers for the write / concurrency interop tests and the benchmarks (additive) --------------
+
+
+def oracle_argv_env(
+    command: str,
+    *args: str | os.PathLike[str] | int,
+    warehouse: str | os.PathLike[str],
+    catalog_db: str | os.PathLike[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> tuple[list[str], dict[str, str]]:
+    """The argv and environment :func:`run_oracle` uses, for callers that run the oracle in the background."""
+    session = _session_args(Path(warehouse), Path(catalog_db) if catalog_db else None, conf)
+    argv = [
+        str(iceberg_python()),
+        str(ORACLE_SCRIPT),
+        command,
+        *session,
+        *(os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args),
+    ]
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME", "PYSPARK_PYTHON"):
+        env.pop(name, None)
+    env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
+    env["PYTHONWARNINGS"] = "ignore"
+    return argv, env
+
+
+@dataclass
+class BackgroundOracle:
+    """An oracle command running in the background (``start_oracle``); ``result()`` waits for its JSON."""
+
+    process: subprocess.Popen[str]
+    argv: list[str]
+
+    def result(self, timeout: float = DEFAULT_TIMEOUT) -> Any:
+        try:
+            stdout, stderr = self.process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            stdout, stderr = self.process.communicate()
+            raise JavaIcebergOracleError(
+                f"oracle timed out after {timeout} s: {' '.join(self.argv)}\n{stderr[-4000:]}"
+            ) from None
+        if self.process.returncode != 0:
+            raise JavaIcebergOracleError(
+                f"Java Iceberg oracle failed (exit {self.process.returncode}): {' '.join(self.argv)}\n"
+                f"--- stderr (tail) ---\n{stderr.strip()[-6000:]}\n--- stdout ---\n{stdout.strip()[:2000]}"
+            )
+        try:
+            return json.loads(stdout)
+        except json.JSONDecodeError as exc:
+            raise JavaIcebergOracleError(f"oracle printed invalid JSON ({exc}):\n{stdout[:2000]}") from exc
+
+    def stop(self) -> None:
+        """Kill it if it still runs (for ``finally`` blocks)."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.communicate()
+
+
+def start_oracle(
+    command: str,
+    *args: str | os.PathLike[str] | int,
+    warehouse: str | os.PathLike[str],
+    catalog_db: str | os.PathLike[str] | None = None,
+    conf: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+) -> BackgroundOracle:
+    """Start ``iceberg_oracle.py COMMAND ...`` (``batch`` with ``stdin``) without waiting for it."""
+    argv, env = oracle_argv_env(command, *args, warehouse=warehouse, catalog_db=catalog_db, conf=conf)
+    process = subprocess.Popen(
+        argv,
+        stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
+    if stdin is not None:
+        assert process.stdin is not None
+        process.stdin.write(stdin)
+        process.stdin.close()
+        process.stdin = None  # communicate() must not flush it again
+    return BackgroundOracle(process, argv)
+
+
+PAUSING_FS_CLASS = "lakeformat.probe.PausingLocalFileSystem"
+PAUSING_FS_SOURCE = """\
+package lakeformat.probe;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import org.apache.hadoop.fs.LocalFileSystem;
+import org.apache.hadoop.fs.Path;
+
+/** Hadoop's local file system, except that the rename of a temporary file onto a Hadoop table's
+ * vN.metadata.json (HadoopTableOperations.renameToFinal, AFTER its fs.exists(dst) check) writes
+ * $lakeformat.pause.dir/renaming and waits until $lakeformat.pause.dir/go exists. */
+public class PausingLocalFileSystem extends LocalFileSystem {
+  @Override
+  public boolean rename(Path src, Path dst) throws IOException {
+    String dir = System.getProperty("lakeformat.pause.dir");
+    if (dir != null && dst.getName().matches("v[0-9]+(\\\\.gz)?\\\\.metadata\\\\.json")) {
+      java.nio.file.Path go = Paths.get(dir, "go");
+      if (!Files.exists(go)) {
+        Files.writeString(Paths.get(dir, "renaming"), dst.toString() + " exists=" + exists(dst));
+        long deadline = System.currentTimeMillis() + 300_000L;
+        while (!Files.exists(go) && System.currentTimeMillis() < deadline) {
+          try {
+            Thread.sleep(10);
+          } catch (InterruptedException e) {
+            throw new IOException(e);
+          }
+        }
+      }
+    }
+    return super.rename(src, dst);
+  }
+}
+"""
+
+
+def compile_pausing_filesystem(dest: Path) -> Path:
+    """Compile :data:`PAUSING_FS_SOURCE` against the oracle's Hadoop client jar; returns the class directory
+    (for ``spark.driver.extraClassPath``)."""
+    hadoop = sorted(VENV.glob("lib/python*/site-packages/pyspark/jars/hadoop-client-api-*.jar"))
+    if not hadoop:
+        raise JavaIcebergUnavailableError(f"no hadoop-client-api jar under {VENV}")
+    source = dest / "src" / "PausingLocalFileSystem.java"
+    source.parent.mkdir(parents=True, exist_ok=True)
+    source.write_text(PAUSING_FS_SOURCE, encoding="utf-8")
+    classes = dest / "classes"
+    classes.mkdir(parents=True, exist_ok=True)
+    javac = Path(os.environ.get("JAVA_HOME", DEFAULT_JAVA_HOME)) / "bin" / "javac"
+    completed = subprocess.run(
+        [str(javac), "-nowarn", "-cp", str(hadoop[-1]), "-d", str(classes), str(source)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    if completed.returncode != 0:
+        raise JavaIcebergOracleError(f"javac failed:\n{completed.stderr}")
+    return classes
+
+
+def pausing_filesystem_conf(classes: Path, pause_dir: Path) -> dict[str, str]:
+    """Oracle ``--conf`` settings that install the pausing local file system in the oracle's JVM."""
+    return {
+        "spark.hadoop.fs.file.impl": PAUSING_FS_CLASS,
+        "spark.hadoop.fs.file.impl.disable.cache": "true",
+        "spark.driver.extraClassPath": str(classes),
+        "spark.driver.extraJavaOptions": f"-Dlakeformat.pause.dir={pause_dir}",
+    }

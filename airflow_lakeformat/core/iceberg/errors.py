@@ -53,3 +53,20 @@ class UnsupportedWriteVersionError(UnsupportedFormatError):
             f"format-version {format_version} tables are read-only here (pyiceberg 0.12 writes "
             f"format versions 1 and {MAX_WRITE_FORMAT_VERSION} only)",
         )
+
+
+class MissingWriteDependencyError(UnsupportedFormatError):
+    """pyiceberg needs an optional package this installation lacks to write to this table: nothing was written.
+
+    pyiceberg 0.12 partitions Arrow rows for the ``bucket``, ``truncate``, ``year``, ``month``, ``day`` and
+    ``hour`` transforms with ``pyiceberg-core`` (not a dependency of this package); identity partitions need
+    nothing more.
+    """
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.detail = detail
+        super().__init__(
+            path,
+            f"this append needs an optional pyiceberg package ({detail}); nothing was written. Install "
+            "pyiceberg-core, or register Parquet files that each hold one partition with `commit --add`",
+        )

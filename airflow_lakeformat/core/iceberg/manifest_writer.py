@@ -1,10 +1,13 @@
 """Writing rewritten data manifests: full entries read back, EXISTING entries written, cut at a target size.
 
 Reading: a manifest's bytes are fetched through pyiceberg's FileIO (``live_files.fetch_manifest``, on the
-table's thread pool) and decoded with pyiceberg's own reader (``ManifestFile.fetch_manifest_entry``), which
-keeps every ``data_file`` field a rewrite must carry over (metrics, bounds, key metadata, sort order) and
-applies inheritance (spec "Sequence Number Inheritance", reference 1.5): ``snapshot_id`` and both sequence
-numbers come back *resolved*.
+table's thread pool) and decoded with pyiceberg's own reader (what ``ManifestFile.fetch_manifest_entry``
+does), which keeps every ``data_file`` field a rewrite must carry over (metrics, bounds, key metadata, sort
+order) and applies inheritance (spec "Sequence Number Inheritance", reference 1.5): ``snapshot_id`` and
+both sequence numbers come back *resolved*. One difference: pyiceberg converts each file's Avro schema and
+resolves a reader tree for it on every file (about 3 ms, most of the time of a small manifest); here the
+resolved reader is kept per distinct header schema (a table's manifests share a handful), as
+:class:`_ReusingAvroFile`.
 
 Writing (:class:`RollingManifestWriter`), like Java's ``RollingManifestWriter`` and
 ``ManifestWriter.existing(file, snapshotId, dataSeq, fileSeq)``:
@@ -36,17 +39,25 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.encoder import BinaryEncoder
-from pyiceberg.avro.file import AvroOutputFile
+from pyiceberg.avro.file import _SCHEMA_KEY, META_SCHEMA, AvroFile, AvroFileHeader, AvroOutputFile
+from pyiceberg.avro.reader import Reader
+from pyiceberg.avro.resolver import construct_reader, resolve_reader
 from pyiceberg.io import InputFile, OutputFile, OutputStream
 from pyiceberg.manifest import (
     DATA_FILE_TYPE,
     DEFAULT_READ_VERSION,
+    MANIFEST_ENTRY_SCHEMAS,
+    DataFile,
+    DataFileContent,
+    FileFormat,
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
     ManifestFile,
     ManifestWriter,
+    _inherit_from_manifest,
     construct_partition_summaries,
     write_manifest,
 )
@@ -72,25 +83,54 @@ SPLIT_OFFSETS_POSITION = next(
 # -- reading ---------------------------------------------------------------------------------------
 
 
-class _OneFileIO:
-    """Just enough of pyiceberg's FileIO for ``fetch_manifest_entry``: ``new_input`` of bytes at hand."""
+# What ``ManifestFile.fetch_manifest_entry`` reads with (pyiceberg 0.12).
+_READ_SCHEMA = MANIFEST_ENTRY_SCHEMAS[DEFAULT_READ_VERSION]
+_READ_TYPES: dict[int, Any] = {-1: ManifestEntry, 2: DataFile}
+_READ_ENUMS: dict[int, Any] = {0: ManifestEntryStatus, 101: FileFormat, 134: DataFileContent}
+_HEADER_READER = construct_reader(META_SCHEMA, {-1: AvroFileHeader})
+#: Header schema JSON -> the reader pyiceberg resolves for it against ``_READ_SCHEMA``. Readers hold no
+#: per-file state (``Block`` keeps the position), so one serves every file with that schema.
+_READERS: dict[str, Reader] = {}
+_MAX_READERS = 512
+
+
+class _ReusingAvroFile(AvroFile[ManifestEntry]):
+    """pyiceberg's ``AvroFile`` with the manifest-entry read schema, reusing the reader resolved for a
+    header schema it has seen before (pyiceberg converts and resolves it again for every file)."""
 
     def __init__(self, input_file: InputFile) -> None:
-        self._input = input_file
+        super().__init__(input_file, _READ_SCHEMA, _READ_TYPES, _READ_ENUMS)
 
-    def new_input(self, location: str) -> InputFile:
-        return self._input
+    def __enter__(self) -> _ReusingAvroFile:
+        with self.input_file.open() as f:
+            self.decoder = new_decoder(f.read())
+        self.header = _HEADER_READER.read(self.decoder)
+        key = self.header.meta.get(_SCHEMA_KEY)
+        reader = None if key is None else _READERS.get(key)
+        if reader is None:
+            self.schema = self.header.get_schema()
+            reader = resolve_reader(self.schema, _READ_SCHEMA, _READ_TYPES, _READ_ENUMS)
+            if key is not None and len(_READERS) < _MAX_READERS:
+                _READERS[key] = reader
+        self.reader = reader
+        self.block = None
+        return self
 
 
 def decode_entries(manifest: ManifestFile, data: bytes) -> list[ManifestEntry]:
-    """The live (ADDED/EXISTING) entries of one manifest, inheritance applied (pyiceberg's reader).
+    """The live (ADDED/EXISTING) entries of one manifest, inheritance applied (pyiceberg's reader, as
+    ``ManifestFile.fetch_manifest_entry(discard_deleted=True)`` reads them).
 
     Raises:
         CorruptMetadataError: The bytes are not a readable manifest.
     """
-    reader_io = _OneFileIO(_BytesInputFile(manifest.manifest_path, data))
     try:
-        return manifest.fetch_manifest_entry(reader_io, discard_deleted=True)  # type: ignore[arg-type]
+        with _ReusingAvroFile(_BytesInputFile(manifest.manifest_path, data)) as reader:
+            return [
+                _inherit_from_manifest(entry, manifest)
+                for entry in reader
+                if entry.status != ManifestEntryStatus.DELETED
+            ]
     except AVRO_DECODE_ERRORS as exc:
         raise CorruptMetadataError(
             manifest.manifest_path, f"not a valid manifest ({type(exc).__name__}: {exc})"

@@ -19,11 +19,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from pyiceberg.exceptions import NotInstalledError
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Transaction
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from airflow_lakeformat.core.iceberg.commit import RetryPolicy, commit_with_retry
+from airflow_lakeformat.core.iceberg.errors import MissingWriteDependencyError
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 
 if TYPE_CHECKING:
@@ -59,6 +61,8 @@ def append(
 
     Raises:
         ReadOnlyTableError, UnsupportedWriteVersionError: Not writable.
+        MissingWriteDependencyError: The table's partition transforms need ``pyiceberg-core`` (bucket,
+            truncate, year, month, day, hour), which is not installed; raised before any file is written.
         CommitRetriesExhaustedError, CommitStateUnknownError, CommitConflictError: See ``commit_with_retry``.
 
     Example:
@@ -67,7 +71,10 @@ def append(
     properties = dict(snapshot_properties or {})
 
     def stage(tx: Transaction) -> None:
-        tx.append(data, snapshot_properties=properties, branch=branch)
+        try:
+            tx.append(data, snapshot_properties=properties, branch=branch)
+        except NotInstalledError as exc:  # raised while partitioning the rows, before any file is written
+            raise MissingWriteDependencyError(table.name, str(exc)) from exc
 
     commit_with_retry(table, stage, description=f"append of {data.num_rows} rows", policy=policy)
     return _head(table, branch)
