@@ -120,6 +120,11 @@ def worker_env(airflow_home: Path) -> dict[str, str]:
         AIRFLOW__CORE__LOAD_EXAMPLES="False",
         PYTHONWARNINGS="ignore",
     )
+    # The ingest and Asset DAGs read the connection's warehouse when parsed (the compose stack's, by default).
+    env.setdefault(
+        "AIRFLOW_CONN_LAKEFORMAT_DEFAULT",
+        json.dumps({"conn_type": "lakeformat", "host": "s3://warehouse/wh"}),
+    )
     return env
 
 

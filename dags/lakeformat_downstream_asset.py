@@ -1,23 +1,22 @@
 """Downstream, scheduled on the table's Asset: runs after every successful ``lakeformat_ingest`` write and
 reads the snapshot id its Asset event carries.
 
-Environment: ``LAKEFORMAT_DEMO_WAREHOUSE``, ``LAKEFORMAT_DEMO_TABLE`` (the same table as the ingest DAG).
+The table is the ingest DAG's: ``LAKEFORMAT_DEMO_TABLE`` (default ``demo.events``) placed under the warehouse
+of the connection ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), which this file reads when parsed
+because the Asset is named by the table's URI.
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, task
 
-from airflow_lakeformat.hooks.lakeformat import table_asset
+from airflow_lakeformat.hooks.lakeformat import LakeformatHook, table_asset
 
-WAREHOUSE = os.environ.get("LAKEFORMAT_DEMO_WAREHOUSE") or str(
-    Path(__file__).resolve().parents[1] / "demo-warehouse"
-)
-TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or f"{WAREHOUSE}/demo.db/events"
+CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
+TABLE = LakeformatHook(CONN_ID).table_uri(os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events")
 TABLE_ASSET = table_asset(TABLE)  # named by its URI, so every DAG naming the table means the same Asset
 
 with DAG(

@@ -3,24 +3,22 @@ slot) for a snapshot newer than the last one this sensor saw, ignoring COMPACT s
 then a task reads the matched snapshot from XCom. A run triggered with ``after_snapshot_id`` waits for a
 snapshot after that id instead.
 
-Environment: ``LAKEFORMAT_DEMO_WAREHOUSE``, ``LAKEFORMAT_DEMO_TABLE``, ``LAKEFORMAT_CONN_ID``,
-``LAKEFORMAT_SENSOR_POLL_INTERVAL`` (seconds, default 30), ``LAKEFORMAT_SENSOR_TIMEOUT`` (seconds, default 6 h).
+Environment: ``LAKEFORMAT_DEMO_TABLE`` (default ``demo.events``, under the warehouse of the connection),
+``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), ``LAKEFORMAT_SENSOR_POLL_INTERVAL`` (seconds,
+default 30), ``LAKEFORMAT_SENSOR_TIMEOUT`` (seconds, default 6 h).
 """
 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, Param, task
 
 from airflow_lakeformat.sensors.snapshot import LakeformatSnapshotSensor
 
-WAREHOUSE = os.environ.get("LAKEFORMAT_DEMO_WAREHOUSE") or str(
-    Path(__file__).resolve().parents[1] / "demo-warehouse"
-)
-TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or f"{WAREHOUSE}/demo.db/events"
+# A db.table name is placed under the connection's warehouse when the sensor runs.
+TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events"
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
 
 with DAG(

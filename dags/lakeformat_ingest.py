@@ -1,29 +1,39 @@
 """Ingest: stage a batch of rows, write it into the table (in the worker or as a Spark job), and emit the
 table's Asset event, which schedules ``lakeformat_downstream_asset``.
 
-Environment (read at parse time, no storage access): ``LAKEFORMAT_DEMO_WAREHOUSE`` (default
-``<repo>/demo-warehouse``), ``LAKEFORMAT_DEMO_TABLE`` (default ``<warehouse>/demo.db/events``),
-``LAKEFORMAT_INGEST_EXECUTION`` (``local`` or ``spark``), ``LAKEFORMAT_INGEST_SOURCE`` (a file to write;
-by default the ``stage_batch`` task generates ``LAKEFORMAT_INGEST_ROWS`` demo rows), ``LAKEFORMAT_CONN_ID``.
+The table is ``demo.events`` under the warehouse of the connection ``LAKEFORMAT_CONN_ID`` (default
+``lakeformat_default``; its host, e.g. ``s3://warehouse/wh``), or ``LAKEFORMAT_DEMO_TABLE`` (a full URI or
+another ``db.table``). The file reads the connection when it is parsed, because the table's Asset is named by
+its URI; it touches no storage then. Generated batches are staged in ``<warehouse>/_staging`` with the
+connection's storage options (on S3 when the warehouse is), or in ``LAKEFORMAT_INGEST_STAGING``.
+
+Other environment: ``LAKEFORMAT_INGEST_EXECUTION`` (``local`` or ``spark``), ``LAKEFORMAT_INGEST_SOURCE`` (a
+file to write; by default the ``stage_batch`` task generates ``LAKEFORMAT_INGEST_ROWS`` demo rows).
 """
 
 from __future__ import annotations
 
 import os
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import DAG, task
 
-from airflow_lakeformat.hooks.lakeformat import table_asset
+from airflow_lakeformat.hooks.lakeformat import LakeformatHook, table_asset
 from airflow_lakeformat.operators.write import LakeformatWriteOperator
 
-WAREHOUSE = os.environ.get("LAKEFORMAT_DEMO_WAREHOUSE") or str(
-    Path(__file__).resolve().parents[1] / "demo-warehouse"
-)
-TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or f"{WAREHOUSE}/demo.db/events"
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
+# The connection places ``db.table`` under its warehouse (it reads the connection, not the storage).
+TABLE = LakeformatHook(CONN_ID).table_uri(os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events")
+
+
+def warehouse_of(table_uri: str) -> str:
+    """``<warehouse>`` of ``<warehouse>/<db>.db/<table>``; the table's parent for other layouts."""
+    parent = table_uri.rstrip("/").rsplit("/", 1)[0]
+    return parent.rsplit("/", 1)[0] if parent.endswith(".db") else parent
+
+
+STAGING = os.environ.get("LAKEFORMAT_INGEST_STAGING") or f"{warehouse_of(TABLE)}/_staging"
 EXECUTION = os.environ.get("LAKEFORMAT_INGEST_EXECUTION", "local")
 TABLE_ASSET = table_asset(TABLE)  # named by its URI, so every DAG naming the table means the same Asset
 DEMO_FIELDS = [
@@ -43,15 +53,14 @@ with DAG(
 ) as dag:
 
     @task
-    def ensure_table() -> str:
+    def ensure_table(table: str) -> str:
         """Create the demo table (partitioned by ``dt``) when it does not exist yet."""
         from airflow_lakeformat.core.errors import TableNotFoundError
         from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
         from airflow_lakeformat.core.paimon.table import Table
-        from airflow_lakeformat.hooks.lakeformat import LakeformatHook
 
         hook = LakeformatHook(CONN_ID)
-        uri = hook.table_uri(TABLE)
+        uri = hook.table_uri(table)
         try:
             Table.open(uri, hook.storage_options(uri))
             return uri
@@ -61,20 +70,21 @@ with DAG(
         return uri
 
     @task
-    def stage_batch(**context: Any) -> str:
+    def stage_batch(staging: str, **context: Any) -> str:
         """The source to write: ``LAKEFORMAT_INGEST_SOURCE``, or a generated Parquet file of demo rows."""
         source = os.environ.get("LAKEFORMAT_INGEST_SOURCE")
         if source:
             return source
+        import fsspec
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         rows = int(os.environ.get("LAKEFORMAT_INGEST_ROWS", "1000"))
         run_id = "".join(c if c.isalnum() else "_" for c in context["run_id"])
         dt = context["ds"] if context.get("ds") else "1970-01-01"
-        staging = Path(os.environ.get("LAKEFORMAT_INGEST_STAGING") or Path(WAREHOUSE) / "_staging")
-        staging.mkdir(parents=True, exist_ok=True)
-        path = staging / f"batch-{run_id}.parquet"
+        uri = f"{staging.rstrip('/')}/batch-{run_id}.parquet"
+        fs, path = fsspec.core.url_to_fs(uri, **LakeformatHook(CONN_ID).storage_options(uri))
+        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         batch = pa.table(
             {
                 "dt": [dt] * rows,
@@ -82,10 +92,11 @@ with DAG(
                 "amount": [i * 0.5 for i in range(rows)],
             }
         )
-        pq.write_table(batch, str(path))
-        return str(path)
+        with fs.open(path, "wb") as out:
+            pq.write_table(batch, out)
+        return uri
 
-    source = stage_batch()
+    source = stage_batch(staging=STAGING)
     write = LakeformatWriteOperator(
         task_id="write_batch",
         table=TABLE,
@@ -95,4 +106,4 @@ with DAG(
         execution=EXECUTION,
         outlets=[TABLE_ASSET],
     )
-    ensure_table() >> write
+    ensure_table(table=TABLE) >> write

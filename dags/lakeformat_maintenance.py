@@ -4,22 +4,22 @@ remove orphan files, as one mapped task group expanded over the tables.
 Settings come from the environment so the file parses without touching storage:
 
 * ``LAKEFORMAT_MAINTENANCE_TABLES``: comma-separated table URIs, or ``db.table`` names under the connection's
-  warehouse (default: the demo table, ``$LAKEFORMAT_DEMO_WAREHOUSE/demo.db/events``).
+  warehouse (default: the demo table, ``LAKEFORMAT_DEMO_TABLE`` or ``demo.events``).
 * ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), ``LAKEFORMAT_MAINTENANCE_EXECUTION`` (``auto``,
   ``local`` or ``spark``: where expiry and orphan cleanup run; manifest compaction always runs in the worker).
 * ``LAKEFORMAT_MAINTENANCE_DRY_RUN`` (default ``false``): ``true`` only reports what each step would do.
 * ``LAKEFORMAT_MAINTENANCE_RETAIN_MIN`` and ``LAKEFORMAT_MAINTENANCE_OLDER_THAN`` for expiry (default: the
   table's options); ``LAKEFORMAT_ORPHAN_OLDER_THAN`` (default ``1 d``) for orphan cleanup.
 
-Retries cover transient failures (a dropped connection, a held maintenance lock); the operators fail an
-unknown commit state, a missing table or corrupt metadata without retry.
+The DAG starts paused (``is_paused_upon_creation``), even where Airflow unpauses new DAGs: unpause it once
+its tables exist. Retries cover transient failures (a dropped connection, a held maintenance lock); the
+operators fail an unknown commit state, a missing table or corrupt metadata without retry.
 """
 
 from __future__ import annotations
 
 import os
 from datetime import timedelta
-from pathlib import Path
 
 from airflow.sdk import DAG, task_group
 
@@ -27,12 +27,11 @@ from airflow_lakeformat.operators.compact_manifests import LakeformatCompactMani
 from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
 from airflow_lakeformat.operators.remove_orphan_files import LakeformatRemoveOrphanFilesOperator
 
-WAREHOUSE = os.environ.get("LAKEFORMAT_DEMO_WAREHOUSE") or str(
-    Path(__file__).resolve().parents[1] / "demo-warehouse"
-)
+# db.table names are placed under the connection's warehouse when the tasks run.
+DEFAULT_TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events"
 TABLES = [
     name.strip()
-    for name in os.environ.get("LAKEFORMAT_MAINTENANCE_TABLES", f"{WAREHOUSE}/demo.db/events").split(",")
+    for name in (os.environ.get("LAKEFORMAT_MAINTENANCE_TABLES") or DEFAULT_TABLE).split(",")
     if name.strip()
 ]
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
@@ -44,6 +43,8 @@ with DAG(
     description="Expire snapshots, compact manifests and remove orphan files of every listed table",
     schedule="@daily",
     catchup=False,
+    # It deletes files, and fails while its tables do not exist yet: turned on deliberately, in the UI.
+    is_paused_upon_creation=True,
     max_active_runs=1,
     default_args={"retries": 2, "retry_delay": timedelta(minutes=5)},
     tags=["lakeformat", "maintenance"],

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 from datetime import timedelta
-from pathlib import Path
 
 from airflow.sdk import DAG, Param
 
@@ -21,10 +20,8 @@ from airflow_lakeformat.operators.compact_manifests import LakeformatCompactMani
 from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
 from airflow_lakeformat.operators.remove_orphan_files import LakeformatRemoveOrphanFilesOperator
 
-WAREHOUSE = os.environ.get("LAKEFORMAT_DEMO_WAREHOUSE") or str(
-    Path(__file__).resolve().parents[1] / "demo-warehouse"
-)
-DEFAULT_TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or f"{WAREHOUSE}/demo.db/events"
+# A db.table name is placed under the connection's warehouse when the tasks run.
+DEFAULT_TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events"
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
 
 with DAG(

@@ -33,9 +33,9 @@ mkdir -p "$WAREHOUSE" "$LOGS"
 export AIRFLOW__CORE__LOAD_EXAMPLES=False
 export AIRFLOW__CORE__DAGS_FOLDER="$ROOT/dags"
 export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+# The example DAGs' table, demo.events, is placed under this connection's warehouse: $TABLE.
 export AIRFLOW_CONN_LAKEFORMAT_DEFAULT="{\"conn_type\": \"lakeformat\", \"host\": \"$WAREHOUSE\"}"
 export AIRFLOW_CONN_SPARK_DEFAULT='{"conn_type": "spark", "host": "local[2]", "extra": {"deploy-mode": "client", "spark-binary": "spark-submit"}}'
-export LAKEFORMAT_DEMO_WAREHOUSE="$WAREHOUSE"
 export LAKEFORMAT_SENSOR_POLL_INTERVAL=2
 export PYTHONWARNINGS=ignore  # keeps the task output below readable; the logs in $LOGS are complete
 

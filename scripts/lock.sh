@@ -3,6 +3,8 @@
 #   requirements/dev.lock      <- pyproject.toml (runtime deps + [dev] extra) + requirements/dev.in
 #   requirements/pypaimon.lock <- requirements/pypaimon.in (separate interop venv)
 #   requirements/iceberg.lock  <- requirements/iceberg.in (separate Java Iceberg oracle venv)
+#   requirements/runtime.lock  <- pyproject.toml (runtime deps + airflow, spark, s3 extras) + requirements/runtime.in,
+#                                 constrained by dev.lock (the docker image: no dev tools, the tested pins)
 # Usage: bash scripts/lock.sh [extra uv pip compile args, e.g. --upgrade or --upgrade-package NAME]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,4 +34,8 @@ lock requirements/pypaimon.lock \
 lock requirements/iceberg.lock \
   "# Separate Java Iceberg oracle environment (.venv-iceberg: pyspark 3.5 + Iceberg 1.10.2 jars) for python 3.11. Regenerate with: bash scripts/lock.sh" \
   requirements/iceberg.in "$@"
-echo "lock.sh: wrote requirements/dev.lock ($(grep -c '==' requirements/dev.lock) pins) and requirements/pypaimon.lock ($(grep -c '==' requirements/pypaimon.lock) pins)"
+# After dev.lock: runtime.in constrains itself by it (-c dev.lock), so shared pins are equal.
+lock requirements/runtime.lock \
+  "# The docker image's environment (docker/Dockerfile, docker-compose.yaml) for python 3.11: no dev tools. Regenerate with: bash scripts/lock.sh" \
+  pyproject.toml requirements/runtime.in --extra airflow --extra spark --extra s3 --override requirements/overrides.txt "$@"
+echo "lock.sh: wrote requirements/dev.lock ($(grep -c '==' requirements/dev.lock) pins), requirements/runtime.lock ($(grep -c '==' requirements/runtime.lock) pins) and requirements/pypaimon.lock ($(grep -c '==' requirements/pypaimon.lock) pins)"

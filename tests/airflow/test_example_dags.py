@@ -135,6 +135,8 @@ def test_example_dag_files_parse_without_pyspark(tmp_path: Path) -> None:
         "print('PYSPARK', bad)\n"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
+    # The ingest and Asset DAGs read the connection's warehouse when parsed.
+    env["AIRFLOW_CONN_LAKEFORMAT_DEFAULT"] = json.dumps({"conn_type": "lakeformat", "host": str(tmp_path)})
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
@@ -284,7 +286,6 @@ def _asset_events(uri: str) -> list[dict[str, Any]]:
 def _ingest_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
     warehouse = tmp_path / "wh"
     uri = str(warehouse / "demo.db" / "events")
-    monkeypatch.setenv("LAKEFORMAT_DEMO_WAREHOUSE", str(warehouse))
     monkeypatch.setenv("LAKEFORMAT_INGEST_ROWS", "250")
     set_connection(monkeypatch, "lakeformat_default", host=str(warehouse))
     return uri
