@@ -365,10 +365,14 @@ class Stack:
         home = self.home / service
         home.mkdir(parents=True, exist_ok=True)
         image = {key: value for key, value in dockerfile_env().items() if key != "PATH"}
-        environment = {key: self.translate(value, service) for key, value in {**image, **environment}.items()}
-        for key, value in environment.items():
-            if value.startswith("/tmp/"):  # the container's own /tmp
-                environment[key] = str(home / "tmp" / value[len("/tmp/") :])
+        # The container's own /tmp is private to it; decided on the container's value, before
+        # translation, since a translated host path (a checkout under /tmp) is not the container's /tmp.
+        environment = {
+            key: str(home / "tmp" / value[len("/tmp/") :])
+            if value.startswith("/tmp/")
+            else self.translate(value, service)
+            for key, value in {**image, **environment}.items()
+        }
         environment.update(
             PATH=f"{self.venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             HOME=str(home),
