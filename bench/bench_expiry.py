@@ -188,6 +188,15 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
     if tag:
         write_tag(Path(copy), "bench", table.snapshot_manager.snapshot(latest - 5))
     counter = AccessCounter(table.io)
+    # Per path: no snapshot, manifest list or manifest may be read twice by one plan (exit 1 otherwise).
+    per_path: dict[str, int] = {}
+    counted_read = table.io.read_bytes
+
+    def read_once(path: str) -> bytes:
+        per_path[path] = per_path.get(path, 0) + 1
+        return counted_read(path)  # type: ignore[no-any-return]
+
+    table.io.read_bytes = read_once  # type: ignore[method-assign]
     timing: dict[str, float] = {}
 
     def run_plan() -> Any:
@@ -201,6 +210,10 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
     plan_seconds = timing["plan"]
     plan_reads = counter.snapshot()
     counter.reset()
+    table.io.read_bytes = counted_read  # type: ignore[method-assign]
+    read_twice = {
+        p: n for p, n in per_path.items() if n > 1 and ("/manifest/" in p or "/snapshot/snapshot-" in p)
+    }
     files, _ = plan.counts()
     out: dict[str, Any] = {
         "expire": expire,
@@ -216,6 +229,8 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
         "counted_reads": plan_reads["calls"].get("read_bytes", {}),
         "counted_read_bytes": plan_reads["read_bytes"],
         "counted_exists": plan_reads["calls"].get("exists", {}),
+        "files_read_more_than_once": len(read_twice),
+        "read_more_than_once_sample": sorted(read_twice.items())[:5],
         "planned_files": files,
         "kept_by_tags_or_branches": plan.kept_by_tags_or_branches,
         "decisions": plan.decisions,
@@ -329,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         run["size"] = size
         runs.append(run)
+        if run["files_read_more_than_once"]:
+            failures.append(f"{size}/{k}: {run['files_read_more_than_once']} files read more than once")
         if run["expired"] != k:
             failures.append(f"{size}/{k}: expired {run['expired']} snapshots")
         for check, value in run.get("checks", {}).items():

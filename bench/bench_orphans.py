@@ -59,6 +59,10 @@ if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(1, str(BENCH_DIR))
+# A worker measures the airflow_lakeformat package found here instead (--baseline-root: "before").
+PACKAGE_ROOT_ENV = "LAKEFORMAT_BENCH_PACKAGE_ROOT"
+if os.environ.get(PACKAGE_ROOT_ENV):
+    sys.path.insert(0, os.environ[PACKAGE_ROOT_ENV])
 
 from bench_planning import machine_facts, run_json  # noqa: E402
 
@@ -273,15 +277,13 @@ def tree_digest(root: str, exclude: set[str] | None = None) -> tuple[int, str]:
 
 def distinct_manifests(table: Any) -> tuple[list[Any], int]:
     """Every distinct manifest any snapshot references (metas), and the manifest lists read."""
-    from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
-
     metas: dict[str, Any] = {}
     lists: set[str] = set()
     for snapshot in table.snapshot_manager.snapshots():
-        refs = snapshot_references(table, snapshot)
-        lists |= set(refs.manifest_lists)
-        for meta in refs.manifests:
-            metas.setdefault(meta.file_name, meta)
+        for name in (snapshot.base_manifest_list, snapshot.delta_manifest_list):
+            lists.add(name)
+            for meta in table.manifest_list(name):
+                metas.setdefault(meta.file_name, meta)
     return list(metas.values()), len(lists)
 
 
@@ -357,11 +359,17 @@ def _touch(path: str, mtime: float) -> None:
         os.close(fd)
 
 
-def plan_planting(table_dir: Path, files: int, pristine: int, seed: int) -> dict[str, Any]:
-    """Where this run plants what: ``{"old": {kind: [paths]}, "fresh": [...], "empty_dirs": [...]}``."""
+def plan_planting(
+    table_dir: Path, files: int, pristine: int, seed: int, old: int | None = None, fresh: int | None = None
+) -> dict[str, Any]:
+    """Where this run plants what: ``{"old": {kind: [paths]}, "fresh": [...], "empty_dirs": [...]}``.
+
+    By default enough to make ``files`` files in all, 0.1 % of them fresh; ``old`` and ``fresh``
+    give the counts instead.
+    """
     rng = random.Random(seed)
-    fresh_count = max(4, files * FRESH_PER_MILLE // 1000)
-    orphans = max(16, files - pristine - fresh_count)
+    fresh_count = max(4, files * FRESH_PER_MILLE // 1000) if fresh is None else max(2, fresh)
+    orphans = max(16, files - pristine - fresh_count) if old is None else old
     root = str(table_dir)
 
     def uid() -> str:
@@ -528,51 +536,82 @@ def worker_walk(table_dir: str, repeat: int) -> dict[str, Any]:
     return out
 
 
-def raw_used_set(table_dir: str) -> dict[str, Any]:
-    """The used-set floor: snapshot JSONs, manifest lists and every distinct manifest via fastavro."""
+def project(schema: Any, keep: dict[str, Any]) -> Any:
+    """A reader schema: ``schema``'s record (through a ["null", record] union) with only ``keep``'s fields."""
+    if isinstance(schema, list):
+        return [project(s, keep) if isinstance(s, dict) else s for s in schema]
+    fields = []
+    for field in schema["fields"]:
+        if field["name"] in keep:
+            nested = keep[field["name"]]
+            fields.append({**field, "type": project(field["type"], nested)} if nested else field)
+    return {**schema, "fields": fields}
+
+
+def raw_used_set(table_dir: str, names_only: bool = True) -> dict[str, Any]:
+    """The used-set floor: every snapshot's manifest lists, then every distinct manifest, with fastavro.
+
+    ``names_only``: fastavro resolves each file against a reader schema of just the file-name fields
+    (it skips the rest), the floor for a names-only reader; otherwise everything is decoded.
+    """
     import fastavro
 
     cpu0 = time.process_time()
+    readers: dict[str, Any] = {}
+    list_keep = {"_FILE_NAME": None}
+    entry_keep = {"_FILE": {"_FILE_NAME": None}}
 
-    def records(path: str) -> list[dict[str, Any]]:
+    def records(path: str, keep: dict[str, Any]) -> Any:
         with open(path, "rb") as handle:
             data = handle.read()
-        return list(fastavro.reader(io.BytesIO(data)))  # type: ignore[arg-type]
+        if not names_only:
+            return fastavro.reader(io.BytesIO(data))
+        writer = fastavro.reader(io.BytesIO(data)).writer_schema
+        key = repr(writer)
+        if key not in readers:
+            readers[key] = project(writer, keep)
+        return fastavro.reader(io.BytesIO(data), reader_schema=readers[key])
 
     t0 = time.perf_counter()
     manifest_dir = os.path.join(table_dir, "manifest")
     snapshot_dir = os.path.join(table_dir, "snapshot")
-    lists: set[str] = set()
+    lists: list[str] = []
     for name in os.listdir(snapshot_dir):
         if name.startswith("snapshot-") and name[9:].isdigit():
             with open(os.path.join(snapshot_dir, name), encoding="utf-8") as handle:
                 snapshot = json.load(handle)
-            lists.update(n for n in (snapshot["baseManifestList"], snapshot["deltaManifestList"]) if n)
+            lists.extend(n for n in (snapshot["baseManifestList"], snapshot["deltaManifestList"]) if n)
     manifests: set[str] = set()
+    rows = 0
     for name in lists:
-        manifests.update(r["_FILE_NAME"] for r in records(os.path.join(manifest_dir, name)))
+        for record in records(os.path.join(manifest_dir, name), list_keep):
+            manifests.add(record["_FILE_NAME"])
+            rows += 1
     t1 = time.perf_counter()
     names: set[str] = set(lists) | manifests
     entries = 0
     for name in sorted(manifests):
-        for record in records(os.path.join(manifest_dir, name)):
+        for record in records(os.path.join(manifest_dir, name), entry_keep):
             names.add(record["_FILE"]["_FILE_NAME"])
             entries += 1
     t2 = time.perf_counter()
     return {
+        "names_only": names_only,
         "seconds": t2 - t0,
         "cpu_seconds": time.process_time() - cpu0,
         "lists_seconds": t1 - t0,
         "manifests_seconds": t2 - t1,
-        "manifest_lists": len(lists),
+        "manifest_lists": len(set(lists)),
+        "manifest_list_rows": rows,
         "manifests": len(manifests),
         "entries": entries,
         "names": len(names),
     }
 
 
-def worker_raw_used(table_dir: str) -> dict[str, Any]:
-    """The raw used set with the cyclic GC enabled (as a user's process runs), then paused."""
+def worker_raw_used(table_dir: str, full: bool = True) -> dict[str, Any]:
+    """The names-only raw used set with the cyclic GC enabled (as a user's process runs), then paused;
+    then (``full``) the full decode with the GC enabled."""
     out, memory = memory_around(lambda: raw_used_set(table_dir))
     out["memory"] = memory
     gc.collect()
@@ -581,6 +620,8 @@ def worker_raw_used(table_dir: str) -> dict[str, Any]:
         out["gc_off"] = raw_used_set(table_dir)
     finally:
         gc.enable()
+    if full:
+        out["full"] = raw_used_set(table_dir, names_only=False)
     return out
 
 
@@ -651,8 +692,8 @@ def _expected(planting: dict[str, Any]) -> tuple[set[str], dict[str, int]]:
 def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]:
     """Plan (and, in mode "execute", dry-run and then really execute) in this fresh process.
 
-    Modes: "execute" (plan, checks, dry run, real run); plan only: "gc-off" (cyclic GC paused),
-    "p1" (read_parallelism 1), "p1-gc-off" (both), "tracemalloc" (under tracemalloc).
+    Modes: "execute" (plan, checks, dry run, real run); plan only: "plan", "gc-off" (cyclic GC
+    paused), "p1" (read_parallelism 1), "p1-gc-off" (both), "tracemalloc" (under tracemalloc).
     """
     from airflow_lakeformat.core.paimon.live_files import gc_paused
     from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup, plan_orphan_cleanup
@@ -758,39 +799,49 @@ def _fmt_s(seconds: float) -> str:
     return f"{seconds:8.2f}"
 
 
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--repeat", type=int, default=3, help="timed raw walks (median reported)")
+    parser.add_argument(
+        "--variants", action="store_true", help="also plan with the cyclic GC paused around the whole plan"
+    )
+    parser.add_argument(
+        "--baseline-root",
+        default=None,
+        help="directory holding another airflow_lakeformat package (e.g. `git archive` of an earlier "
+        "commit): its plan is measured in the same run as 'baseline'",
+    )
+    parser.add_argument(
+        "--tracemalloc", action="store_true", help="also run the plan under tracemalloc (slow)"
+    )
+    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where generated tables are cached")
+    parser.add_argument("--rebuild", action="store_true", help="regenerate the cached table")
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    kind, *rest = args.worker
+    if kind == "walk":
+        document = worker_walk(rest[0], args.repeat)
+    elif kind == "raw-used":
+        document = worker_raw_used(rest[0])
+    else:
+        document = worker_plan(rest[0], rest[1], kind)
+    json.dump(document, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--files", type=int, default=DEFAULT_FILES, help="files in the table directory")
     parser.add_argument("--snapshots", type=int, default=DEFAULT_SNAPSHOTS, help="snapshots of the history")
-    parser.add_argument("--repeat", type=int, default=3, help="timed raw walks (median reported)")
-    parser.add_argument(
-        "--no-variants",
-        action="store_true",
-        help="skip the plan variants (GC paused, one thread, both)",
-    )
-    parser.add_argument(
-        "--tracemalloc", action="store_true", help="also run the plan under tracemalloc (slow)"
-    )
-    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where generated tables are cached")
     parser.add_argument("--output", default=None, help="JSON result (default bench/results/orphans*.json)")
-    parser.add_argument("--rebuild", action="store_true", help="regenerate the cached table")
-    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    add_common_arguments(parser)
     args = parser.parse_args(argv)
-
     if args.worker:
-        kind, *rest = args.worker
-        if kind == "walk":
-            document = worker_walk(rest[0], args.repeat)
-        elif kind == "raw-used":
-            document = worker_raw_used(rest[0])
-        else:
-            document = worker_plan(rest[0], rest[1], kind)
-        json.dump(document, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
-
+        return run_worker(args)
     if args.files < 1000 or args.snapshots < 2:
         parser.error("need --files >= 1000 and --snapshots >= 2")
     output = (
@@ -798,10 +849,36 @@ def main(argv: list[str] | None = None) -> int:
         if args.output
         else RESULTS_DIR / ("orphans.json" if args.files == DEFAULT_FILES else f"orphans-f{args.files}.json")
     )
-    output.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     load_start = os.getloadavg()  # other work on the machine skews every timing
     root, table_dir, facts = ensure_table(args)
+    return run_benchmark(
+        args,
+        root,
+        table_dir,
+        facts,
+        output,
+        {"files": args.files, "snapshots": args.snapshots, "repeat": args.repeat},
+        lambda pristine: plan_planting(table_dir, args.files, pristine, seed=int(time.time())),
+        started,
+        load_start,
+    )
+
+
+def run_benchmark(
+    args: argparse.Namespace,
+    root: Path,
+    table_dir: Path,
+    facts: dict[str, Any],
+    output: Path,
+    params: dict[str, Any],
+    planner: Callable[[int], dict[str, Any]],
+    started: float,
+    load_start: tuple[float, float, float],
+    script: Path | None = None,
+) -> int:
+    """Plant, measure every method in its own process, check, tidy; write ``output``. The exit code."""
+    output.parent.mkdir(parents=True, exist_ok=True)
     state = root / "planted.json"
     failures: list[str] = []
 
@@ -814,7 +891,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the cached table changed ({count} files); use --rebuild", file=sys.stderr)
         return 1
 
-    planting = plan_planting(table_dir, args.files, count, seed=int(time.time()))
+    planting = planner(count)
     state.write_text(json.dumps(planting))  # first, so an interrupted run can be tidied up
     t0 = time.perf_counter()
     plant(planting, old_mtime=time.time() - 10 * DAY)
@@ -827,16 +904,19 @@ def main(argv: list[str] | None = None) -> int:
         file=sys.stderr,
     )
 
-    me = [sys.executable, str(Path(__file__).resolve())]
+    me = [sys.executable, str((script or Path(__file__)).resolve())]
     print("raw walk ...", file=sys.stderr)
     walk = run_json([*me, "--repeat", str(args.repeat), "--worker", "walk", str(table_dir)])
     print("raw used set ...", file=sys.stderr)
     raw_used = run_json([*me, "--worker", "raw-used", str(table_dir)])
     extra: dict[str, Any] = {}
-    if not args.no_variants:
-        for variant, what in (("gc-off", "the GC paused"), ("p1", "one thread"), ("p1-gc-off", "both")):
-            print(f"plan with {what} ...", file=sys.stderr)
-            extra[variant] = run_json([*me, "--worker", variant, str(table_dir), str(state)])
+    if args.baseline_root:
+        print(f"baseline plan ({args.baseline_root}) ...", file=sys.stderr)
+        env = {PACKAGE_ROOT_ENV: str(Path(args.baseline_root).resolve())}
+        extra["baseline"] = run_json_env([*me, "--worker", "plan", str(table_dir), str(state)], env)
+    if args.variants:
+        print("plan with the GC paused ...", file=sys.stderr)
+        extra["gc-off"] = run_json([*me, "--worker", "gc-off", str(table_dir), str(state)])
     if args.tracemalloc:
         print("plan under tracemalloc ...", file=sys.stderr)
         extra["tracemalloc"] = run_json([*me, "--worker", "tracemalloc", str(table_dir), str(state)])
@@ -857,14 +937,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         state.unlink()
 
-    phases = run["phases"]
-    listed = run["plan"]["filesListed"]
-    raw_stat = walk["stat"]["median"]
     result: dict[str, Any] = {
         "benchmark": "orphan-file cleanup",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_facts(),
-        "params": {"files": args.files, "snapshots": args.snapshots, "repeat": args.repeat},
+        "params": params,
         "table": {"path": str(table_dir), **facts},
         "planted": {
             "old_by_kind": {k: len(v) for k, v in planting["old"].items()},
@@ -878,71 +955,7 @@ def main(argv: list[str] | None = None) -> int:
         "raw_used": raw_used,
         "run": run,
         "extra": extra,
-        "figures": {
-            "files_listed": listed,
-            "plan_seconds": phases["total"],
-            "files_classified_per_second": listed / phases["total"],
-            "listing_files_per_second": listed / phases["listing"],
-            "raw_walk_stat_files_per_second": walk["stat"]["files"] / raw_stat,
-            "raw_walk_names_files_per_second": walk["names"]["files"] / walk["names"]["median"],
-            "listing/raw_walk_stat": phases["listing"] / raw_stat,
-            "cpu": {
-                "plan_seconds": run["cpu_phases"]["total"],
-                "listing_seconds": run["cpu_phases"]["listing"],
-                "raw_walk_stat_seconds": walk["stat"]["cpu_median"],
-                "listing/raw_walk_stat": run["cpu_phases"]["listing"] / walk["stat"]["cpu_median"],
-                "used_set_seconds": run["cpu_phases"]["used_metadata"]
-                + run["cpu_phases"]["manifest_reading"],
-                "raw_used_seconds": raw_used["cpu_seconds"],
-                "used_set/raw_used": (
-                    run["cpu_phases"]["used_metadata"] + run["cpu_phases"]["manifest_reading"]
-                )
-                / raw_used["cpu_seconds"],
-                "plan_gc_off_seconds": extra["gc-off"]["cpu_phases"]["total"] if "gc-off" in extra else None,
-                "raw_used_gc_off_seconds": raw_used["gc_off"]["cpu_seconds"],
-            },
-            "used_set_seconds": phases["used_metadata"] + phases["manifest_reading"],
-            "used_set/raw_used": (phases["used_metadata"] + phases["manifest_reading"]) / raw_used["seconds"],
-            "manifest_entries_per_second": raw_used["entries"] / phases["manifest_reading"],
-            "raw_manifest_entries_per_second": raw_used["entries"] / raw_used["manifests_seconds"],
-            "classification_candidates_per_second": run["plan"]["candidates"] / phases["classification"],
-            "plan_high_water_delta_mib": run["memory"]["high_water_delta_bytes"] / MiB,
-            "plan_gc_off_high_water_delta_mib": (
-                extra["gc-off"]["memory"]["high_water_delta_bytes"] / MiB if "gc-off" in extra else None
-            ),
-            "raw_used_high_water_delta_mib": raw_used["memory"]["high_water_delta_bytes"] / MiB,
-            "raw_used_gc_off_seconds": raw_used["gc_off"]["seconds"],
-            "used_set_gc_off/raw_used_gc_off": (
-                (extra["gc-off"]["phases"]["used_metadata"] + extra["gc-off"]["phases"]["manifest_reading"])
-                / raw_used["gc_off"]["seconds"]
-                if "gc-off" in extra
-                else None
-            ),
-            "dry_run_seconds": run.get("dry_run", {}).get("seconds"),
-            "real_run_seconds": run.get("real_run", {}).get("seconds"),
-            "deletes_per_second": run.get("real_run", {}).get("deletes_per_second"),
-            "plan_gc_off_seconds": extra.get("gc-off", {}).get("phases", {}).get("total"),
-            "plan_gc_off/plan": (extra["gc-off"]["phases"]["total"] / phases["total"])
-            if "gc-off" in extra
-            else None,
-            "variants": {
-                label: {
-                    "plan_seconds": doc["phases"]["total"],
-                    "plan/plan_default": doc["phases"]["total"] / phases["total"],
-                    "listing_seconds": doc["phases"]["listing"],
-                    "manifest_reading_seconds": doc["phases"]["manifest_reading"],
-                    "cpu_seconds": doc["cpu_phases"]["total"],
-                    "files_classified_per_second": listed / doc["phases"]["total"],
-                }
-                for label, doc in extra.items()
-                if label != "tracemalloc"
-            },
-            "tracemalloc_peak_mib": (
-                extra["tracemalloc"]["memory"]["tracemalloc"]["peak_bytes"] / MiB
-                if "tracemalloc" in extra
-                else None
-            ),
-        },
+        "figures": figures(run, walk, raw_used, extra),
         "tidy": tidy,
         "pristine_after": pristine_after,
         "load_average": {"start": load_start, "end": os.getloadavg()},
@@ -955,46 +968,125 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if not failures else 1
 
 
+def run_json_env(command: list[str], env: dict[str, str]) -> dict[str, Any]:
+    """``run_json`` with extra environment variables for the child."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return run_json(command)
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def figures(
+    run: dict[str, Any], walk: dict[str, Any], raw_used: dict[str, Any], extra: dict[str, Any]
+) -> dict[str, Any]:
+    """The ratios of one run: the plan against the raw floors measured in the same run."""
+    phases, cpu = run["phases"], run["cpu_phases"]
+    listed = run["plan"]["filesListed"]
+    raw_stat = walk["stat"]["median"]
+    used_set = phases["used_metadata"] + phases["manifest_reading"]
+    floor = raw_stat + raw_used["seconds"]
+    out: dict[str, Any] = {
+        "files_listed": listed,
+        "plan_seconds": phases["total"],
+        "files_classified_per_second": listed / phases["total"],
+        "raw_floor_seconds": floor,
+        "raw_floor_files_per_second": listed / floor,
+        "plan/raw_floor": phases["total"] / floor,
+        "listing_seconds": phases["listing"],
+        "listing_files_per_second": listed / phases["listing"],
+        "raw_walk_stat_files_per_second": walk["stat"]["files"] / raw_stat,
+        "raw_walk_names_files_per_second": walk["names"]["files"] / walk["names"]["median"],
+        "listing/raw_walk_stat": phases["listing"] / raw_stat,
+        "listing/raw_walk_names": phases["listing"] / walk["names"]["median"],
+        "used_set_seconds": used_set,
+        "raw_used_names_only_seconds": raw_used["seconds"],
+        "used_set/raw_used_names_only": used_set / raw_used["seconds"],
+        "raw_used_full_seconds": raw_used.get("full", {}).get("seconds"),
+        "used_set/raw_used_full": used_set / raw_used["full"]["seconds"] if "full" in raw_used else None,
+        "classification_seconds": phases["classification"],
+        "manifest_entries_per_second": raw_used["entries"] / max(phases["manifest_reading"], 1e-9),
+        "cpu": {
+            "plan_seconds": cpu["total"],
+            "listing_seconds": cpu["listing"],
+            "raw_walk_stat_seconds": walk["stat"]["cpu_median"],
+            "used_set_seconds": cpu["used_metadata"] + cpu["manifest_reading"],
+            "raw_used_names_only_seconds": raw_used["cpu_seconds"],
+            "plan/raw_floor": cpu["total"] / (walk["stat"]["cpu_median"] + raw_used["cpu_seconds"]),
+        },
+        "plan_high_water_delta_mib": run["memory"]["high_water_delta_bytes"] / MiB,
+        "raw_used_high_water_delta_mib": raw_used["memory"]["high_water_delta_bytes"] / MiB,
+        "dry_run_seconds": run.get("dry_run", {}).get("seconds"),
+        "real_run_seconds": run.get("real_run", {}).get("seconds"),
+        "deletes_per_second": run.get("real_run", {}).get("deletes_per_second"),
+        "variants": {
+            label: {
+                "plan_seconds": doc["phases"]["total"],
+                "plan/plan_default": doc["phases"]["total"] / phases["total"],
+                "listing_seconds": doc["phases"]["listing"],
+                "used_set_seconds": doc["phases"]["used_metadata"] + doc["phases"]["manifest_reading"],
+                "cpu_seconds": doc["cpu_phases"]["total"],
+                "files_classified_per_second": listed / doc["phases"]["total"],
+                "high_water_delta_mib": doc["memory"]["high_water_delta_bytes"] / MiB,
+            }
+            for label, doc in extra.items()
+            if label != "tracemalloc"
+        },
+        "tracemalloc_peak_mib": (
+            extra["tracemalloc"]["memory"]["tracemalloc"]["peak_bytes"] / MiB
+            if "tracemalloc" in extra
+            else None
+        ),
+    }
+    if "baseline" in extra:
+        out["plan/baseline"] = phases["total"] / extra["baseline"]["phases"]["total"]
+    return out
+
+
 def print_summary(result: dict[str, Any]) -> None:
     table, f, run = result["table"], result["figures"], result["run"]
     print()
     print(
-        f"table: {result['planted']['files_in_tree']:,} files ({table['referenced_data_files']:,} referenced data "
-        f"files, {result['planted']['old']:,} old + {result['planted']['fresh']:,} fresh orphans), "
-        f"{table['snapshots']} snapshots, {table['distinct_manifests']} manifests with "
-        f"{table['manifest_entries']:,} entries ({table['manifest_bytes'] / MiB:.1f} MiB)"
+        f"table: {result['planted']['files_in_tree']:,} files ({result['planted']['old']:,} old + "
+        f"{result['planted']['fresh']:,} fresh orphans), {table['snapshots']} snapshots, "
+        f"{table['distinct_manifests']} manifests with {table['manifest_entries']:,} entries "
+        f"({table['manifest_bytes'] / MiB:.1f} MiB), {table['distinct_manifest_lists']} manifest lists"
     )
     print(f"{'phase':<24} {'seconds':>8} {'cpu s':>8}")
     for name, seconds in run["phases"].items():
         print(f"{name:<24} {_fmt_s(seconds)} {_fmt_s(run['cpu_phases'][name])}")
     print()
     print(
-        f"files classified/s {f['files_classified_per_second']:,.0f}; listing {f['listing_files_per_second']:,.0f} "
-        f"files/s vs raw scandir+stat {f['raw_walk_stat_files_per_second']:,.0f} "
-        f"(listing/raw = {f['listing/raw_walk_stat']:.2f})"
+        f"plan {f['plan_seconds']:.2f} s = {f['files_classified_per_second']:,.0f} files classified/s; "
+        f"raw floor (scandir+stat walk {result['raw_walk']['stat']['median']:.2f} s + names-only fastavro "
+        f"{f['raw_used_names_only_seconds']:.2f} s) {f['raw_floor_seconds']:.2f} s = "
+        f"{f['raw_floor_files_per_second']:,.0f} files/s; plan/raw floor = {f['plan/raw_floor']:.2f}"
     )
     print(
-        f"used set {f['used_set_seconds']:.2f} s vs raw fastavro {result['raw_used']['seconds']:.2f} s "
-        f"(/raw = {f['used_set/raw_used']:.2f}); {f['manifest_entries_per_second']:,.0f} entries/s"
+        f"listing {f['listing_seconds']:.2f} s: /raw walk with stat {f['listing/raw_walk_stat']:.2f}, "
+        f"/names-only walk {f['listing/raw_walk_names']:.2f}"
     )
-    cpu = f["cpu"]
+    full = f["used_set/raw_used_full"]
     print(
-        f"CPU seconds: plan {cpu['plan_seconds']:.2f}, listing/raw walk {cpu['listing/raw_walk_stat']:.2f}, "
-        f"used set/raw {cpu['used_set/raw_used']:.2f}"
+        f"used set {f['used_set_seconds']:.2f} s: /raw names-only {f['used_set/raw_used_names_only']:.2f}"
+        + (f", /raw full decode {full:.2f} ({f['raw_used_full_seconds']:.2f} s)" if full else "")
     )
     for label, v in f["variants"].items():
         print(
-            f"plan {label}: {v['plan_seconds']:.2f} s ({v['plan/plan_default']:.2f} of the default plan; "
-            f"listing {v['listing_seconds']:.2f} s, manifests {v['manifest_reading_seconds']:.2f} s)"
+            f"plan {label}: {v['plan_seconds']:.2f} s ({v['files_classified_per_second']:,.0f} files/s; "
+            f"listing {v['listing_seconds']:.2f} s, used set {v['used_set_seconds']:.2f} s, "
+            f"+{v['high_water_delta_mib']:.0f} MiB)"
         )
-    if f["plan_gc_off_seconds"]:
-        print(
-            f"used set with the GC paused / raw fastavro with the GC paused ({f['raw_used_gc_off_seconds']:.2f} s)"
-            f" = {f['used_set_gc_off/raw_used_gc_off']:.2f}"
-        )
+    if "plan/baseline" in f:
+        print(f"plan / baseline plan = {f['plan/baseline']:.3f}")
     print(
         f"RSS high-water of the plan: +{f['plan_high_water_delta_mib']:.0f} MiB "
-        f"(raw used set: +{f['raw_used_high_water_delta_mib']:.0f} MiB); RSS at: "
+        f"(raw names-only used set: +{f['raw_used_high_water_delta_mib']:.0f} MiB); RSS at: "
         + ", ".join(f"{k} {v / MiB:.0f}" for k, v in run["memory"]["rss_at"].items())
     )
     if f["tracemalloc_peak_mib"]:

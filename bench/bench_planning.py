@@ -1,19 +1,25 @@
 """Live-file planning benchmark: ours vs pypaimon vs raw fastavro decoding of the same manifests.
 
-    .venv/bin/python bench/bench_planning.py [--files 100000 --manifests 1000] [--repeat 5]
+    .venv/bin/python bench/bench_planning.py                      # the pypaimon table: 2,000 commits x 50 files
+    .venv/bin/python bench/bench_planning.py --table generated --files 100000 --manifests 1000
 
-Builds (once, cached under bench/.work/) a partitioned append-only Paimon table with the project's
-own codecs, then measures in one run, each method in its own fresh subprocess:
+By default the table is written by pypaimon 2.1 itself (``bench/pypaimon_table.py``, cached under
+bench/.work/ and shared with ``bench_orphans_snapshots.py``): 2,000 commits of one file in each of
+50 partitions, never merged, so 100,000 live files in 2,000 manifests. ``--table generated`` builds
+the earlier table with the project's own codecs instead. Measured in one run, each method in its
+own fresh subprocess:
 
 * ours      ``Table.open`` + latest snapshot + ``live_entries`` (read_parallelism 16 and 1)
+* ours-full the same, then every entry's full record read (what a consumer of statistics pays)
 * raw       fastavro.reader over the same manifest lists and manifests into lists of dicts,
             sequential, no folding: the floor for a pure-Python reader
 * raw-t16   the same raw decoding on a 16-thread pool (does threading help at all?)
 * pypaimon  ``new_read_builder().new_scan().plan()`` in the pypaimon venv (bench/pypaimon_plan.py)
 
-Reports medians, ratios (ours/raw, ours/pypaimon), entries per second and memory (peak RSS delta
-of the first run in a fresh process, tracemalloc peak of one extra run), writes a JSON result file
-and a cProfile of our path. Timings are never asserted: only ratios within one run mean anything.
+Reports medians, ratios (ours/raw, ours/pypaimon), entries per second and memory (the RSS
+high-water mark of the first run in a fresh process, tracemalloc peak of one extra run), writes a
+JSON result file and a cProfile of our path. Every method must find the same live files (exit 1
+otherwise). Timings are never asserted: only ratios within one run mean anything.
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(1, str(BENCH_DIR))
 
 PYPAIMON_ENV_VAR = "LAKEFORMAT_PYPAIMON_PYTHON"
 DEFAULT_PYPAIMON_PYTHON = REPO_ROOT / ".venv-pypaimon" / "bin" / "python"
@@ -178,14 +186,18 @@ def ensure_table(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
 # ---- the measured functions (run inside worker subprocesses) -----------------------------------
 
 
-def run_ours(table_dir: str, parallelism: int) -> list[Any]:
+def run_ours(table_dir: str, parallelism: int, full: bool = False) -> list[Any]:
     from airflow_lakeformat.core.paimon.live_files import live_entries
     from airflow_lakeformat.core.paimon.table import Table
 
     table = Table.open(table_dir, read_parallelism=parallelism)
     snapshot = table.snapshot_manager.latest_snapshot()
     assert snapshot is not None
-    return live_entries(table, snapshot)
+    entries = live_entries(table, snapshot)
+    if full:
+        for entry in entries:
+            entry.record  # noqa: B018  (reading it decodes the rest of the record)
+    return entries
 
 
 def _read_avro(path: str) -> list[dict[str, Any]]:
@@ -214,7 +226,7 @@ def run_raw(table_dir: str, threads: int = 1) -> list[list[dict[str, Any]]]:
 
 
 def _names_of(method: str, result: Any) -> list[str]:
-    if method == "ours":
+    if method.startswith("ours"):
         return [e.file.file_name for e in result]
     return [r["_FILE"]["_FILE_NAME"] for records in result for r in records if r["_KIND"] == 0]
 
@@ -225,7 +237,26 @@ def _current_rss() -> int:
 
 
 def _peak_rss() -> int:
+    """This process's RSS high-water mark (VmHWM) since start or the last :func:`_reset_peak`.
+
+    Not ``ru_maxrss``: Linux carries it over ``exec`` from the forking parent.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+    except OSError:
+        pass
 
 
 def worker(
@@ -233,10 +264,10 @@ def worker(
 ) -> dict[str, Any]:
     """Time one method in this (fresh) process; the first run doubles as the memory run."""
     fn: Callable[[], Any]
-    if method == "ours":
+    if method in ("ours", "ours-full"):
 
         def fn() -> Any:
-            return run_ours(table_dir, parallelism)
+            return run_ours(table_dir, parallelism, full=method == "ours-full")
 
         import airflow_lakeformat.core.paimon.live_files  # noqa: F401  (imports are not part of the timing)
     else:
@@ -247,23 +278,25 @@ def worker(
         import fastavro  # noqa: F401
 
     gc.collect()
+    _reset_peak()
     rss_before, peak_before = _current_rss(), _peak_rss()
     result = fn()
     peak_after = _peak_rss()
     names = sorted(_names_of(method, result))
     digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
     files, unique = len(names), len(set(names))
-    records = len(result) if method == "ours" else sum(len(r) for r in result)
+    records = len(result) if method.startswith("ours") else sum(len(r) for r in result)
     del result, names
 
     for _ in range(max(0, warmup - 1)):
         fn()
-    times = []
+    times, cpu_times = [], []
     for _ in range(repeat):
         gc.collect()
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         result = fn()
         times.append(time.perf_counter() - t0)
+        cpu_times.append(time.process_time() - c0)
         del result
 
     traced = None
@@ -279,6 +312,8 @@ def worker(
         "times": times,
         "median": statistics.median(times),
         "min": min(times),
+        "cpu_times": cpu_times,
+        "cpu_median": statistics.median(cpu_times),
         "files": files,
         "unique_files": unique,
         "records": records,
@@ -377,11 +412,28 @@ def main(argv: list[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument(
-        "--files", type=int, default=DEFAULT_FILES, help="ADD entries (data files) in the table"
+        "--table",
+        choices=["pypaimon", "generated"],
+        default="pypaimon",
+        help="pypaimon: written by pypaimon (--commits x --partitions files, one manifest per commit); "
+        "generated: written with the project's codecs (--files, --manifests, --commits)",
     )
-    parser.add_argument("--manifests", type=int, default=DEFAULT_MANIFESTS, help="manifest files in total")
-    parser.add_argument("--commits", type=int, default=None, help="snapshots (default: manifests / 10)")
-    parser.add_argument("--partitions", type=int, default=100, help="distinct dt partition values")
+    parser.add_argument(
+        "--files", type=int, default=DEFAULT_FILES, help="generated: ADD entries (data files) in the table"
+    )
+    parser.add_argument(
+        "--manifests", type=int, default=DEFAULT_MANIFESTS, help="generated: manifest files in total"
+    )
+    parser.add_argument(
+        "--commits", type=int, default=None, help="snapshots (pypaimon: 2000; generated: manifests / 10)"
+    )
+    parser.add_argument(
+        "--partitions",
+        type=int,
+        default=None,
+        help="distinct dt partition values (pypaimon 50, generated 100)",
+    )
+    parser.add_argument("--rows", type=int, default=2, help="pypaimon: rows per partition per commit")
     parser.add_argument(
         "--compression", default="zstd", help="manifest compression (zstd, snappy, deflate, none)"
     )
@@ -424,20 +476,41 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.write("\n")
         return 0
 
-    if args.commits is None:
-        args.commits = max(1, args.manifests // 10)
-    if args.files < 1 or args.manifests < 1 or args.commits > args.manifests or args.manifests > args.files:
-        parser.error("need 1 <= commits <= manifests <= files")
-    default_size = args.files == DEFAULT_FILES and args.manifests == DEFAULT_MANIFESTS
-    output = (
-        Path(args.output)
-        if args.output
-        else RESULTS_DIR
-        / ("planning.json" if default_size else f"planning-f{args.files}-m{args.manifests}.json")
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
+    if args.table == "pypaimon":
+        from pypaimon_table import ensure_pypaimon_table
 
-    warehouse, table_dir, stats = ensure_table(args)
+        args.commits = args.commits or 2000
+        args.partitions = args.partitions or 50
+        default_size = (args.commits, args.partitions, args.rows) == (2000, 50, 2)
+        name = (
+            "planning.json" if default_size else f"planning-pypaimon-c{args.commits}-p{args.partitions}.json"
+        )
+        _, warehouse, table_dir, facts = ensure_pypaimon_table(
+            Path(args.work_dir), args.commits, args.partitions, args.rows, args.rebuild, args.pypaimon_python
+        )
+        stats = {
+            "snapshots": facts["snapshots"],
+            "manifests": facts["distinct_manifests"],
+            "manifest_bytes": facts["manifest_bytes"],
+            "added_entries": facts["live_files"],
+            "deleted_entries": 0,
+            "writer": facts["build"],
+        }
+    else:
+        args.partitions = args.partitions or 100
+        if args.commits is None:
+            args.commits = max(1, args.manifests // 10)
+        if (
+            args.files < 1
+            or args.manifests < 1
+            or args.commits > args.manifests
+            or args.manifests > args.files
+        ):
+            parser.error("need 1 <= commits <= manifests <= files")
+        name = f"planning-generated-f{args.files}-m{args.manifests}.json"
+        warehouse, table_dir, stats = ensure_table(args)
+    output = Path(args.output) if args.output else RESULTS_DIR / name
+    output.parent.mkdir(parents=True, exist_ok=True)
     common = ["--repeat", str(args.repeat), "--warmup", str(args.warmup)]
     if args.no_tracemalloc:
         common.append("--no-tracemalloc")
@@ -445,7 +518,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.ours_root:
         me += ["--ours-root", str(Path(args.ours_root).resolve())]
     methods: dict[str, dict[str, Any]] = {}
-    plan = [("ours", "ours", 16), ("ours-p1", "ours", 1), ("raw", "raw", 1), ("raw-t16", "raw", 16)]
+    plan = [
+        ("ours", "ours", 16),
+        ("ours-p1", "ours", 1),
+        ("ours-full", "ours-full", 16),
+        ("raw", "raw", 1),
+        ("raw-t16", "raw", 16),
+    ]
     for label, method, parallelism in plan:
         print(f"measuring {label} ...", file=sys.stderr)
         methods[label] = run_json([*me, *common, "--worker", method, str(table_dir), str(parallelism)])
@@ -484,9 +563,13 @@ def main(argv: list[str] | None = None) -> int:
 
     raw = methods["raw"]["median"]
     pyp = methods.get("pypaimon", {}).get("median")
+    raw_cpu = methods["raw"]["cpu_median"]
+    pyp_cpu = methods.get("pypaimon", {}).get("cpu_median")
     for m in methods.values():
         m["vs_raw"] = m["median"] / raw
         m["vs_pypaimon"] = m["median"] / pyp if pyp else None
+        m["cpu_vs_raw"] = m["cpu_median"] / raw_cpu
+        m["cpu_vs_pypaimon"] = m["cpu_median"] / pyp_cpu if pyp_cpu else None
         m["entries_per_second"] = expected["files"] / m["median"]
     ours = methods["ours"]["median"]
     result: dict[str, Any] = {
@@ -495,14 +578,24 @@ def main(argv: list[str] | None = None) -> int:
         "machine": machine_facts(),
         "params": {
             k: getattr(args, k)
-            for k in ("files", "manifests", "commits", "partitions", "compression", "repeat", "warmup")
+            for k in (
+                "table",
+                "files",
+                "manifests",
+                "commits",
+                "partitions",
+                "rows",
+                "compression",
+                "repeat",
+                "warmup",
+            )
         },
         "table": {"path": str(table_dir), **stats},
         "ours_package": _ours_package(),
         "memory_method": (
-            "peak_rss_delta = ru_maxrss after the first (untimed) run in a fresh worker process minus "
-            "the RSS just before it; tracemalloc = peak and retained (result still alive) Python "
-            "allocations of one extra run under tracemalloc"
+            "peak_rss_delta = the RSS high-water mark (VmHWM, reset right before) after the first "
+            "(untimed) run in a fresh worker process minus the RSS just before it; tracemalloc = peak "
+            "and retained (result still alive) Python allocations of one extra run under tracemalloc"
         ),
         "methods": methods,
         "ratios": {
@@ -510,12 +603,18 @@ def main(argv: list[str] | None = None) -> int:
             "ours/pypaimon": ours / pyp if pyp else None,
             "ours-p1/raw": methods["ours-p1"]["median"] / raw,
             "ours-p1/pypaimon": methods["ours-p1"]["median"] / pyp if pyp else None,
+            "ours-full/raw": methods["ours-full"]["median"] / raw,
+            "pypaimon/ours": pyp / ours if pyp else None,
+            "cpu: ours/raw": methods["ours"]["cpu_median"] / raw_cpu,
+            "cpu: pypaimon/ours": pyp_cpu / methods["ours"]["cpu_median"] if pyp_cpu else None,
+            "cpu: ours-full/raw": methods["ours-full"]["cpu_median"] / raw_cpu,
             "pypaimon/raw": pyp / raw if pyp else None,
             "raw-t16/raw": methods["raw-t16"]["median"] / raw,
         },
         "targets": {
-            "faster_than_pypaimon": (ours < pyp) if pyp else None,
-            "within_1.5x_of_raw": ours <= 1.5 * raw,
+            "at_least_5x_faster_than_pypaimon": (pyp >= 5 * ours) if pyp else None,
+            "no_slower_than_raw_1_thread": ours <= raw,
+            "peak_rss_at_most_300_MB": methods["ours"]["memory"]["peak_rss_delta_bytes"] <= 300 * 10**6,
         },
         "file_sets_agree": not mismatches,
         "mismatches": mismatches,
@@ -526,11 +625,12 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(
         f"table: {expected['files']:,} live files in {stats['manifests']:,} manifests "
-        f"({stats['manifest_bytes'] / MiB:.1f} MiB of {args.compression} Avro), {stats['snapshots']} snapshots"
+        f"({stats['manifest_bytes'] / MiB:.1f} MiB of Avro), {stats['snapshots']} snapshots, written by "
+        f"{'pypaimon' if args.table == 'pypaimon' else 'this project'}"
     )
     header = (
-        f"{'method':<10} {'median s':>9} {'min s':>8} {'/raw':>6} {'/pypaimon':>9} {'entries/s':>11} "
-        f"{'peakRSS+ MiB':>12} {'tm peak MiB':>11} {'tm kept MiB':>11}"
+        f"{'method':<10} {'median s':>9} {'min s':>8} {'/raw':>6} {'/pypaimon':>9} {'cpu s':>7} {'cpu/raw':>7} "
+        f"{'entries/s':>11} {'peakRSS+ MiB':>12} {'tm peak MiB':>11} {'tm kept MiB':>11}"
     )
     print(header)
     print("-" * len(header))
@@ -539,14 +639,15 @@ def main(argv: list[str] | None = None) -> int:
         vs_pyp = f"{m['vs_pypaimon']:9.2f}" if m["vs_pypaimon"] else f"{'-':>9}"
         print(
             f"{label:<10} {m['median']:9.3f} {m['min']:8.3f} {m['vs_raw']:6.2f} {vs_pyp} "
-            f"{m['entries_per_second']:11,.0f} {_fmt_mib(m['memory']['peak_rss_delta_bytes']):>12} "
+            f"{m['cpu_median']:7.3f} {m['cpu_vs_raw']:7.2f} {m['entries_per_second']:11,.0f} {_fmt_mib(m['memory']['peak_rss_delta_bytes']):>12} "
             f"{_fmt_mib(traced.get('peak_bytes')):>11} {_fmt_mib(traced.get('retained_bytes')):>11}"
         )
     print()
     ratios = result["ratios"]
     print(
-        f"ours/raw = {ratios['ours/raw']:.2f} (target <= 1.5)   "
-        + (f"ours/pypaimon = {ratios['ours/pypaimon']:.2f} (target < 1)" if pyp else "pypaimon not measured")
+        f"ours/raw = {ratios['ours/raw']:.2f} (target <= 1)   "
+        + (f"pypaimon/ours = {ratios['pypaimon/ours']:.2f} (target >= 5)" if pyp else "pypaimon not measured")
+        + f"   ours-full/raw = {ratios['ours-full/raw']:.2f}"
     )
     print(f"file sets agree: {not mismatches}" + (f" (mismatch: {mismatches})" if mismatches else ""))
     print(f"results: {output}")

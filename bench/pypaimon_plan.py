@@ -33,21 +33,38 @@ def current_rss() -> int:
 
 
 def peak_rss() -> int:
+    """VmHWM since start or the last reset_peak() (ru_maxrss is inherited over exec on Linux)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def reset_peak() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
+            handle.write("5")
+    except OSError:
+        pass
 
 
 def plan_once(warehouse: str, identifier: str, keep: bool = False) -> dict[str, Any]:
     """One timed planning; with ``keep`` the splits stay referenced (for the retained-memory figure)."""
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     catalog = CatalogFactory.create({"warehouse": warehouse})
     table = catalog.get_table(identifier)
     t1 = time.perf_counter()
     plan = table.new_read_builder().new_scan().plan()
     splits = plan.splits()
-    t2 = time.perf_counter()
+    t2, c2 = time.perf_counter(), time.process_time()
     names = [meta.file_name for split in splits for meta in split.files]
     return {
         "seconds": t2 - t0,
+        "cpu_seconds": c2 - c0,
         "plan_seconds": t2 - t1,
         "open_seconds": t1 - t0,
         "files": len(names),
@@ -72,6 +89,7 @@ def main() -> None:
 
     # First run in this fresh process: the memory run (it also warms the OS page cache and imports).
     gc.collect()
+    reset_peak()
     rss_before, peak_before = current_rss(), peak_rss()
     first = plan_once(args.warehouse, identifier)
     peak_after = peak_rss()
@@ -110,6 +128,8 @@ def main() -> None:
         "times": seconds,
         "median": statistics.median(seconds),
         "min": min(seconds),
+        "cpu_times": [r["cpu_seconds"] for r in runs],
+        "cpu_median": statistics.median(r["cpu_seconds"] for r in runs),
         "plan_only_median": statistics.median(r["plan_seconds"] for r in runs),
         "open_median": statistics.median(r["open_seconds"] for r in runs),
         "files": first["files"],

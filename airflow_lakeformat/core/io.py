@@ -3,7 +3,9 @@
 A thin layer over fsspec that fixes what Paimon maintenance needs and fsspec leaves open: listings
 are never served from a cache (a stale listing is how orphan cleaners delete live files), missing
 directories list as empty, modification times come back as epoch seconds on every backend, and an
-S3 endpoint can be set from the environment for S3-compatible servers.
+S3 endpoint can be set from the environment for S3-compatible servers. S3 bulk deletes go to the
+client without s3fs's retry loop, so throttling reaches the deleter (``core/maintenance/deletion.py``),
+which backs off, bounds its rate and reports every retry.
 """
 
 from __future__ import annotations
@@ -40,6 +42,29 @@ class FileStatus:
     size: int
     mtime: float | None
     is_dir: bool
+
+
+@dataclass(frozen=True, slots=True)
+class BulkDeleteResult:
+    """What one bulk delete request answered: ``{key: (code, message)}`` for refused keys, and how
+    many times the S3 client itself re-sent the request before this answer (botocore's retries)."""
+
+    errors: dict[str, tuple[str, str]]
+    retries: int = 0
+
+
+class StorageRequestError(OSError):
+    """A storage request that failed as a whole (after the client's own retries, counted in ``retries``).
+
+    ``code`` is the server's error code (``SlowDown``, ``AccessDenied``...) and ``status`` the HTTP
+    status, when the server answered at all; both are None for network failures.
+    """
+
+    def __init__(self, message: str, *, code: str | None = None, status: int | None = None, retries: int = 0):
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.retries = retries
 
 
 def parse_storage_options(pairs: list[str] | None) -> dict[str, Any]:
@@ -127,6 +152,10 @@ class FileIO:
 
     def read_bytes(self, path: str) -> bytes:
         """Read a whole file; raises FileNotFoundError if it does not exist."""
+        if self.is_local:
+            # Plain open(): fsspec's local cat_file costs several times the read of a small file.
+            with open(path, "rb") as handle:
+                return handle.read()
         data = self.fs.cat_file(path)
         return bytes(data)
 
@@ -244,32 +273,28 @@ class FileIO:
             return False
         return True
 
-    def delete_objects(self, bucket: str, keys: list[str]) -> dict[str, tuple[str, str]]:
-        """S3 ``DeleteObjects`` of up to 1000 keys; returns ``{key: (code, message)}`` for refused keys.
+    def delete_objects(self, bucket: str, keys: list[str]) -> BulkDeleteResult:
+        """One S3 ``DeleteObjects`` request of up to 1000 keys; per-key refusals come back in the result.
 
-        S3 does not say whether a key existed, so absent keys are simply not in the result.
+        S3 does not say whether a key existed, so absent keys are simply not in the result. The
+        request goes straight to the S3 client, past s3fs's own retry loop (which would hide
+        throttling from the deleter, and sleep without bound); the client's configured retries
+        still apply and are reported in ``retries``. A failure of the whole request raises
+        :class:`StorageRequestError` carrying the server's error code and HTTP status.
         """
         from fsspec.asyn import sync  # s3fs is async underneath; its own sync API calls it this way
 
         fs: Any = self.fs
-        try:
-            response = sync(
-                fs.loop,
-                fs._call_s3,
-                "delete_objects",
-                Bucket=bucket,
-                Delete={"Objects": [{"Key": key} for key in keys], "Quiet": True},
-            )
-        except OSError:
-            raise
-        except Exception as exc:  # botocore/aiohttp errors are not OSErrors; callers retry on OSError
-            raise OSError(f"DeleteObjects on bucket {bucket} failed: {exc}") from exc
-        for key in keys:
-            fs.invalidate_cache(f"{bucket}/{key}")
-        return {
+        request = {"Bucket": bucket, "Delete": {"Objects": [{"Key": key} for key in keys], "Quiet": True}}
+        response = sync(fs.loop, _s3_delete_objects, fs, request)
+        # Invalidate listing caches once per directory, not once per key.
+        for directory in {posixpath.dirname(key) for key in keys}:
+            fs.invalidate_cache(f"{bucket}/{directory}" if directory else bucket)
+        errors = {
             str(item.get("Key")): (str(item.get("Code")), f"{item.get('Code')}: {item.get('Message')}")
             for item in response.get("Errors", []) or []
         }
+        return BulkDeleteResult(errors, _retry_attempts(response))
 
     def remove_empty_dir(self, path: str) -> bool:
         """rmdir(2) on a local directory: only if empty, never recursive. False if missing or not empty."""
@@ -311,3 +336,33 @@ def _mtime_of(row: Mapping[str, Any]) -> float | None:
         except ValueError:
             continue
     return None
+
+
+def _retry_attempts(response: Mapping[str, Any] | None) -> int:
+    metadata = (response or {}).get("ResponseMetadata") or {}
+    return int(metadata.get("RetryAttempts") or 0)
+
+
+async def _s3_delete_objects(fs: Any, request: dict[str, Any]) -> dict[str, Any]:
+    """``DeleteObjects`` on s3fs's client, as ``fs._call_s3`` sends it but without s3fs's retry loop."""
+    from botocore.exceptions import ClientError
+
+    try:
+        await fs.set_session()
+        client = await fs.get_s3(request["Bucket"])
+        method = client.delete_objects
+        return dict(await method(**fs._get_s3_method_kwargs(method, **request)))
+    except ClientError as exc:
+        response = exc.response or {}
+        error = response.get("Error") or {}
+        metadata = response.get("ResponseMetadata") or {}
+        raise StorageRequestError(
+            f"DeleteObjects on bucket {request['Bucket']} failed: {exc}",
+            code=str(error.get("Code")) if error.get("Code") else None,
+            status=metadata.get("HTTPStatusCode"),
+            retries=_retry_attempts(response),
+        ) from exc
+    except OSError:
+        raise
+    except Exception as exc:  # botocore/aiohttp errors are not OSErrors; callers retry on OSError
+        raise StorageRequestError(f"DeleteObjects on bucket {request['Bucket']} failed: {exc}") from exc

@@ -221,6 +221,7 @@ class JobContext:
         self.executor_options = executor_storage_options(args.table, self.storage_options, environ)
         self.fail_after_files = int(environ.get(FAIL_AFTER_FILES_ENV) or 0)
         self.kill_before_commit = (environ.get(KILL_BEFORE_COMMIT_ENV) or "") == "1"
+        self.session_seconds: float | None = None  # time to start the session, once started
         self._spark: Any = None
 
     def open_table(self) -> Table:
@@ -229,7 +230,9 @@ class JobContext:
     @property
     def spark(self) -> Any:
         if self._spark is None:
+            started = time.monotonic()
             self._spark = spark_session(f"lakeformat-{self.job}")
+            self.session_seconds = time.monotonic() - started
         return self._spark
 
     def parallelism(self, items: int, per_core: int = 1) -> int:
@@ -264,6 +267,9 @@ def run_job(
         context = JobContext(job, args)
         document = dict(body(context))
         elapsed = time.monotonic() - context.started
+        if context.session_seconds is not None:
+            # The fixed cost of the run, apart from the work that scales with the data (bench/README.md).
+            document["sessionSeconds"] = round(context.session_seconds, 3)
         emit_result(
             {"job": job, "mode": "spark", **document, "durationSeconds": round(elapsed, 3)}, args.result
         )

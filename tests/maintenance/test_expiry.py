@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,19 @@ def test_retain_min_keeps_the_newest_snapshots(tmp_path: Path) -> None:
     plan = plan_snapshot_expiry(table, retain_min=5, older_than=timedelta(0), clock=clock)
     assert plan.expired_ids == list(range(1, 8))
     assert plan.end == 8
+    assert "retain-min 5 keeps snapshots from 8" in plan.decisions
+
+
+@pytest.mark.parametrize("retain_min", [3, 10])
+def test_retain_min_at_or_above_the_snapshot_count_says_every_snapshot_is_kept(
+    tmp_path: Path, retain_min: int
+) -> None:
+    old = int(NOW * 1000) - 30 * DAY_MS
+    table = _builder_table(tmp_path / "t", [old + i for i in range(3)])
+    plan = plan_snapshot_expiry(table, retain_min=retain_min, older_than=timedelta(0), clock=clock)
+    assert plan.expired_ids == []
+    assert f"retain-min {retain_min} keeps every snapshot: the table has 3 (1..3)" in plan.decisions
+    assert not any("keeps snapshots from" in d for d in plan.decisions), plan.decisions
 
 
 def test_time_retained_is_judged_on_the_successor(tmp_path: Path) -> None:
@@ -449,3 +463,42 @@ def test_a_plan_without_its_data_phase_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="data_phase_done"):
         execute_snapshot_expiry(table, plan, dry_run=False)
     assert tree(table) == before
+
+
+# -- reads -------------------------------------------------------------------------------------
+
+
+def count_reads(table: Table) -> Counter[str]:
+    """Count every file the table's FileIO reads, by path (the real read and decode still happen)."""
+    reads: Counter[str] = Counter()
+    read_bytes = table.io.read_bytes
+
+    def counting(path: str) -> bytes:
+        reads[path] += 1
+        return read_bytes(path)
+
+    table.io.read_bytes = counting  # type: ignore[method-assign]
+    return reads
+
+
+def test_an_expiry_plan_reads_each_snapshot_manifest_list_and_manifest_once(tmp_path: Path) -> None:
+    # Tags inside and after the expired range: their lists are snapshots' lists, their base lists
+    # name the delta manifests step 1 reads, and step 3 needs all of them again.
+    history = build_history(tmp_path / "t", snapshots=10)
+    history.builder.tag("keep3", history.builder.snapshots[2])
+    history.builder.tag("keep9", history.builder.snapshots[8])
+    table = Table.open(str(tmp_path / "t"))
+    reads = count_reads(table)
+    plan = plan_snapshot_expiry(table, retain_min=2, older_than=timedelta(0), clock=clock)
+    assert plan.expired_ids == list(range(1, 9)) and plan.data_files and plan.metadata_files
+
+    manifest_dir = table.manifest_dir + "/"
+    metadata = {p[len(manifest_dir) :]: n for p, n in reads.items() if p.startswith(manifest_dir)}
+    snapshots = {p: n for p, n in reads.items() if "/snapshot/snapshot-" in p}
+    assert {p: n for p, n in {**metadata, **snapshots}.items() if n > 1} == {}
+    lists = {n for n in metadata if n.startswith("manifest-list-")}
+    manager = table.snapshot_manager
+    boundary = [manager.snapshot(i) for i in range(1, 10)] + list(manager.tags().values())
+    assert lists == {s.base_manifest_list for s in boundary} | {s.delta_manifest_list for s in boundary}
+    assert len(snapshots) == 9  # the expired ones and the first retained one, nothing twice
+    assert (plan.manifest_lists_read, plan.manifests_read) == (len(lists), len(metadata) - len(lists))

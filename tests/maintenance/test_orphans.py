@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
@@ -249,3 +250,22 @@ def test_a_snapshot_expired_between_listing_and_reading_is_skipped(tmp_path: Pat
     used = UsedMetadata()
     assert [s.id for s in _snapshots_of(manager, used)] == [2, 3, 4]
     assert used.skipped_vanished == 1
+
+
+def test_the_used_set_reads_each_manifest_list_and_manifest_once(tmp_path: Path) -> None:
+    # The tag shares its manifest lists with snapshot 3, and the base lists of later snapshots
+    # repeat the manifests of earlier ones: still one read per file.
+    table = _table_with_orphans(tmp_path / "t")
+    reads: Counter[str] = Counter()
+    read_bytes = table.io.read_bytes
+
+    def counting(path: str) -> bytes:
+        reads[path] += 1
+        return read_bytes(path)
+
+    table.io.read_bytes = counting  # type: ignore[method-assign]
+    plan = plan_orphan_cleanup(table)
+    assert sorted(r.path.removeprefix(table.root + "/") for r in plan.orphans) == sorted(OLD_ORPHANS)
+    metadata = {p: n for p, n in reads.items() if p.startswith(table.manifest_dir + "/")}
+    assert metadata and {p: n for p, n in metadata.items() if n > 1} == {}
+    assert len(metadata) == len(plan.manifests_read) + len({n for n in plan.used.names if "list" in n})

@@ -207,3 +207,44 @@ def test_python_side_source_reading(tmp_path: Path) -> None:
     assert data.to_pylist() == [{"s": "a", "v": 1}, {"s": None, "v": 2}]
     batches = list(write_job._read_file(str(source / "a.parquet"), "parquet", {}, ["v"]))
     assert sum(b.num_rows for b in batches) == 2
+
+
+def test_the_default_reader_and_the_python_readers_plan(tmp_path: Path) -> None:
+    import argparse
+
+    flat = tmp_path / "flat"
+    flat.mkdir()
+    for name, rows in (("a", 30), ("b", 10), ("c", 20)):
+        pq.write_table(pa.table({"v": list(range(rows))}), flat / f"{name}.parquet", row_group_size=10)
+    hive = tmp_path / "hive" / "dt=2024-01-01"
+    hive.mkdir(parents=True)
+    pq.write_table(pa.table({"v": [1]}), hive / "part-0.parquet")
+
+    def reads_with_spark(source: Path | str, fmt: str = "parquet", reader: str = "auto") -> bool:
+        args = argparse.Namespace(source=str(source), source_format=fmt, source_reader=reader)
+        return write_job.spark_reads(args, {})
+
+    # Local Parquet: pyarrow in the tasks, unless Hive-style directories make columns (Spark reads those).
+    assert not reads_with_spark(flat) and not reads_with_spark(f"file://{flat}")
+    assert reads_with_spark(tmp_path / "hive")
+    assert reads_with_spark(flat, "csv") and not reads_with_spark("s3://b/in", "csv")
+    assert reads_with_spark(flat, reader="spark") and not reads_with_spark(flat / "x.csv", "csv", "python")
+
+    files = write_job.source_files(str(flat), "parquet", {})
+    # As many files as tasks or more: whole files, balanced by bytes, each task in source order.
+    shares = write_job.plan_source_units(files, "parquet", 2, {})
+    assert sorted(unit[0] for share in shares for unit in share) == sorted(f[0] for f in files)
+    assert all(unit[2] is None for share in shares for unit in share)
+    assert {tuple(Path(u[0]).name for u in share) for share in shares} == {
+        ("a.parquet",),
+        ("b.parquet", "c.parquet"),
+    }
+    # Fewer files than tasks: cut into row groups, so every task gets rows.
+    [(path, size, _)] = write_job.source_files(str(flat / "a.parquet"), "parquet", {})
+    shares = write_job.plan_source_units([(path, size, "a.parquet")], "parquet", 2, {})
+    assert sorted(u[2] for share in shares for u in share) == [(0,), (1,), (2,)] and all(shares)
+    rows = [
+        sum(t.num_rows for u in share for t in write_job._read_file(u[0], "parquet", {}, ["v"], u[2]))
+        for share in shares
+    ]
+    assert sorted(rows) == [10, 20]

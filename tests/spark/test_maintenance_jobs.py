@@ -37,7 +37,7 @@ OUTSIDE_LAYOUT = [
     "dt=d0/not-a-bucket/data-x.parquet",
 ]
 # What a driver-side and a Spark run may differ in.
-VOLATILE = frozenset({"table", "durationSeconds", "job", "mode"})
+VOLATILE = frozenset({"table", "durationSeconds", "sessionSeconds", "job", "mode"})
 
 
 def _history_with_orphans(root: Path, snapshots: int = 8) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from airflow_lakeformat.core.io import FileIO
+from airflow_lakeformat.core.io import BulkDeleteResult, FileIO
 
 MUTATIONS = ("write_bytes", "write_atomic", "create_exclusive", "write_unsafe", "delete")
 
@@ -43,9 +43,9 @@ class FaultyFileIO(FileIO):
         self._maybe_fail("delete", path, lambda: result.append(FileIO.delete_existing(self, path)))
         return result[0] if result else False
 
-    def delete_objects(self, bucket: str, keys: list[str]) -> dict[str, tuple[str, str]]:
-        result: list[dict[str, tuple[str, str]]] = []
+    def delete_objects(self, bucket: str, keys: list[str]) -> BulkDeleteResult:
+        result: list[BulkDeleteResult] = []
         self._maybe_fail(
             "delete_objects", bucket, lambda: result.append(FileIO.delete_objects(self, bucket, keys))
         )
-        return result[0] if result else {}
+        return result[0] if result else BulkDeleteResult({})

@@ -7,8 +7,17 @@ of file it is, a ``before_batch`` guard lets the caller re-check each batch agai
 before it goes, failures are retried with back-off and then reported, never swallowed, and ordered
 deletes (snapshot files) stop at the first failure so what remains is always a contiguous suffix.
 
-On S3 a batch is one ``DeleteObjects`` request of up to 1000 keys whose per-key errors are retried;
-elsewhere files are deleted one by one on a bounded thread pool.
+On S3 a batch is one ``DeleteObjects`` request of up to 1000 keys, ``concurrency`` requests in
+flight; elsewhere files are deleted one by one on a bounded thread pool. Throttling (a ``503
+SlowDown`` of the whole request, or per-key ``SlowDown`` errors inside a ``DeleteObjects`` answer)
+is handled twice: the throttled keys are re-sent after an exponential back-off with jitter, and the
+deleter's key rate is bounded by :class:`~.rate.AdaptiveRate` (halved on every throttling answer,
+raised again additively). How many requests are in flight (at most ``concurrency``) follows the
+store's latency (:class:`~.rate.AdaptiveConcurrency`): more while they are served in parallel,
+fewer once they only queue at the store. Every re-send is counted in the report (``retries``,
+``throttled``, time spent waiting on the bound); a key that still fails after ``max_attempts`` is
+reported as failed with its error, never dropped. Keys S3 accepted count as deleted; the rest stay
+where they were.
 """
 
 from __future__ import annotations
@@ -23,7 +32,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lakeformat.core.io import FileIO
+from airflow_lakeformat.core.io import FileIO, StorageRequestError
+from airflow_lakeformat.core.maintenance.rate import AdaptiveConcurrency, AdaptiveRate
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 log = logging.getLogger(__name__)
@@ -31,6 +41,11 @@ log = logging.getLogger(__name__)
 S3_MAX_KEYS_PER_REQUEST = 1000
 # S3 error codes worth another attempt; anything else (AccessDenied, ...) will not get better.
 _RETRYABLE_S3_CODES = frozenset({"SlowDown", "InternalError", "ServiceUnavailable", "RequestTimeout", "503"})
+# Answers that mean "send less": the rate bound is halved on each.
+_THROTTLING_CODES = frozenset(
+    {"SlowDown", "ServiceUnavailable", "503", "Throttling", "ThrottlingException", "RequestLimitExceeded"}
+)
+_THROTTLING_STATUSES = frozenset({429, 503})
 
 BatchGuard = Callable[[list["DeleteRequest"]], list["DeleteRequest"]]
 
@@ -63,6 +78,9 @@ class DeletionReport:
     failed: list[FailedDelete] = field(default_factory=list)
     requests: int = 0
     duration_seconds: float = 0.0
+    retries: int = 0  # requests (or single deletes) sent again, the S3 client's own re-sends included
+    throttled: int = 0  # answers that pushed back: 503/429/SlowDown, per-key SlowDown, client re-sends
+    rate_limited_seconds: float = 0.0  # time spent waiting on the adaptive rate bound
 
     @property
     def total_files(self) -> int:
@@ -80,6 +98,9 @@ class DeletionReport:
         self.failed.extend(other.failed)
         self.requests += other.requests
         self.duration_seconds += other.duration_seconds
+        self.retries += other.retries
+        self.throttled += other.throttled
+        self.rate_limited_seconds += other.rate_limited_seconds
 
     @classmethod
     def from_json(cls, document: dict[str, Any]) -> DeletionReport:
@@ -93,6 +114,9 @@ class DeletionReport:
             failed=[FailedDelete(f["path"], f["kind"], f["error"]) for f in document["failed"]],
             requests=int(document["requests"]),
             duration_seconds=float(document["durationSeconds"]),
+            retries=int(document.get("retries", 0)),
+            throttled=int(document.get("throttled", 0)),
+            rate_limited_seconds=float(document.get("rateLimitedSeconds", 0.0)),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -107,6 +131,9 @@ class DeletionReport:
             "failed": [{"path": f.path, "kind": f.kind, "error": f.error} for f in self.failed],
             "requests": self.requests,
             "durationSeconds": round(self.duration_seconds, 3),
+            "retries": self.retries,
+            "throttled": self.throttled,
+            "rateLimitedSeconds": round(self.rate_limited_seconds, 3),
         }
 
 
@@ -121,7 +148,11 @@ def tally(requests: Iterable[DeleteRequest]) -> tuple[dict[str, int], dict[str, 
 
 
 class FileDeleter:
-    """Deletes files of one filesystem: batched, bounded concurrency, retries with back-off, dry run."""
+    """Deletes files of one filesystem: batched, bounded concurrency, retries with back-off, dry run.
+
+    ``max_keys_per_second`` caps the rate of S3 bulk deletes (None: unbounded until the store
+    throttles; the bound then adapts, see :mod:`.rate`).
+    """
 
     def __init__(
         self,
@@ -135,6 +166,7 @@ class FileDeleter:
         backoff_max: float = 10.0,
         progress: Progress = NO_PROGRESS,
         sleep: Callable[[float], None] = time.sleep,
+        max_keys_per_second: float | None = None,
     ) -> None:
         if not 1 <= batch_size <= S3_MAX_KEYS_PER_REQUEST:
             raise ValueError(f"batch_size must be between 1 and {S3_MAX_KEYS_PER_REQUEST}, not {batch_size}")
@@ -147,6 +179,8 @@ class FileDeleter:
         self.backoff_max = backoff_max
         self.progress = progress
         self.sleep = sleep
+        self.rate = AdaptiveRate(max_keys_per_second, sleep=sleep)
+        self.in_flight = AdaptiveConcurrency(self.concurrency)
         self._lock = threading.Lock()
 
     # -- public --------------------------------------------------------------------------------
@@ -166,6 +200,7 @@ class FileDeleter:
         """
         report = DeletionReport(dry_run=self.dry_run)
         started = time.monotonic()
+        waited = self.rate.waited_seconds
         self.progress.start(task, total)
         try:
             in_flight: set[Future[None]] = set()
@@ -188,6 +223,7 @@ class FileDeleter:
         finally:
             self.progress.finish()
             report.duration_seconds = time.monotonic() - started
+            report.rate_limited_seconds = self.rate.waited_seconds - waited
         return report
 
     def delete_in_order(
@@ -273,6 +309,7 @@ class FileDeleter:
                 except OSError as exc:
                     error = exc
                     if attempt + 1 < self.max_attempts:
+                        self._add(report, retries=1)
                         self._backoff(attempt)
                     continue
                 if existed:
@@ -293,15 +330,40 @@ class FileDeleter:
             pending = requests
             last_error: dict[str, str] = {}
             for attempt in range(self.max_attempts):
+                if attempt:
+                    self._add(report, retries=1)
+                self.rate.acquire(len(pending))
+                self.in_flight.acquire()
+                sent = time.monotonic()
                 try:
-                    errors = self._s3_delete_objects(bucket, pending)
+                    answer = self.io.delete_objects(bucket, [r.path.split("/", 1)[1] for r in pending])
                 except OSError as exc:  # the whole request failed (network, 5xx): retry all of it
+                    retries = getattr(exc, "retries", 0)
+                    throttled = _is_throttling(exc)
+                    self.in_flight.release(0, 0.0, throttled=bool(throttled or retries))
+                    self._add(report, retries=retries, throttled=retries + throttled)
+                    if throttled or retries:
+                        self.rate.throttled()
                     last_error = {r.path: str(exc) for r in pending}
                     if attempt + 1 < self.max_attempts:
                         self._backoff(attempt)
                     continue
+                except BaseException:  # anything else ends the run: give the slot back, or later deletes wait forever
+                    self.in_flight.release(0, 0.0)
+                    raise
                 # S3 does not say whether a key existed, so every key without an error counts as deleted.
-                self._count(report, [r for r in pending if r.path not in errors])
+                errors = {f"{bucket}/{key}": error for key, error in answer.errors.items()}
+                throttled = any(code in _THROTTLING_CODES for code, _ in errors.values())
+                self.in_flight.release(
+                    len(pending), time.monotonic() - sent, throttled=bool(throttled or answer.retries)
+                )
+                self._add(report, retries=answer.retries, throttled=answer.retries + throttled)
+                deleted = [r for r in pending if r.path not in errors]
+                self._count(report, deleted)
+                if throttled or answer.retries:
+                    self.rate.throttled()
+                else:
+                    self.rate.succeeded(len(deleted))
                 retryable = {p for p, (code, _) in errors.items() if code in _RETRYABLE_S3_CODES}
                 for request in pending:
                     if request.path in errors and request.path not in retryable:
@@ -315,10 +377,11 @@ class FileDeleter:
             for request in pending:
                 self._fail(report, request, last_error.get(request.path, "unknown error"))
 
-    def _s3_delete_objects(self, bucket: str, requests: list[DeleteRequest]) -> dict[str, tuple[str, str]]:
-        """One DeleteObjects call; returns {path: (code, message)} for the keys S3 refused."""
-        errors = self.io.delete_objects(bucket, [r.path.split("/", 1)[1] for r in requests])
-        return {f"{bucket}/{key}": error for key, error in errors.items()}
+    def _add(self, report: DeletionReport, *, retries: int = 0, throttled: int = 0) -> None:
+        if retries or throttled:
+            with self._lock:
+                report.retries += retries
+                report.throttled += throttled
 
     def _fail(
         self, report: DeletionReport, request: DeleteRequest, error: BaseException | str | None
@@ -328,6 +391,13 @@ class FileDeleter:
         with self._lock:
             report.failed.append(FailedDelete(self.io.uri(request.path), request.kind, message))
         self.progress.advance()
+
+
+def _is_throttling(exc: OSError) -> bool:
+    """Whether a failed request was the store pushing back (503, 429, SlowDown...)."""
+    if not isinstance(exc, StorageRequestError):
+        return False
+    return exc.status in _THROTTLING_STATUSES or exc.code in _THROTTLING_CODES
 
 
 def _batches(requests: Iterable[DeleteRequest], size: int) -> Iterator[list[DeleteRequest]]:

@@ -40,11 +40,19 @@ class LiveFile:
 
 
 def live_entries(table: Table, snapshot: Snapshot, progress: Progress = NO_PROGRESS) -> list[ManifestEntry]:
-    """ADD entries live in ``snapshot``: base then delta manifests, merged with Paimon's identity rule."""
+    """ADD entries live in ``snapshot``: base then delta manifests, merged with Paimon's identity rule.
+
+    Manifests are decoded by :func:`~airflow_lakeformat.core.paimon.manifest_scan.
+    decode_manifest_for_planning`: the identity and the fields a plan reads at once, each entry's
+    statistics and keys only when something asks for them (the values are the full decode's).
+    """
+    from airflow_lakeformat.core.paimon.manifest_scan import decode_manifest_for_planning
+
     base, delta = table.data_manifests(snapshot)
     merged: dict[tuple[Any, ...], ManifestEntry] = {}
     with gc_paused():
-        for entries in table.read_manifests(base + delta, f"snapshot {snapshot.id}", progress):
+        owner = f"snapshot {snapshot.id}"
+        for entries in table.read_manifests(base + delta, owner, progress, decode_manifest_for_planning):
             merge_entries(entries, merged)
     return list(iter_added(merged))
 

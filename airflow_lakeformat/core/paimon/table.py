@@ -127,7 +127,9 @@ class Table:
 
     def manifest_file_names(self, name: str, referenced_by: str = "a manifest list") -> list[str]:
         """The file names a manifest's entries mention, without decoding their statistics."""
-        return avro.manifest_file_names(
+        from airflow_lakeformat.core.paimon import manifest_scan
+
+        return manifest_scan.manifest_file_names(
             self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
         )
 
@@ -146,19 +148,28 @@ class Table:
         return base, delta
 
     def read_manifests(
-        self, metas: Sequence[ManifestFileMeta], referenced_by: str, progress: Progress = NO_PROGRESS
+        self,
+        metas: Sequence[ManifestFileMeta],
+        referenced_by: str,
+        progress: Progress = NO_PROGRESS,
+        decode: Callable[[bytes, str], list[ManifestEntry]] = avro.decode_manifest,
     ) -> list[list[ManifestEntry]]:
         """Read many manifests, results in input order.
 
-        Threads only fetch bytes (concurrent IO matters on object stores); decoding happens in the
-        calling thread, because fastavro holds the GIL and decoding threads would only contend.
+        Threads only fetch bytes from object stores (concurrent IO matters there; a local disk is
+        read in order, where threads only contend); decoding happens in the calling thread, because
+        the decoders hold the GIL and decoding threads would only contend.
         """
         progress.start(f"reading manifests of {referenced_by}", len(metas))
         try:
             result = []
-            fetched = self.parallel_imap(lambda m: self._read_metadata(m.file_name, referenced_by), metas)
+
+            def fetch(meta: ManifestFileMeta) -> bytes:
+                return self._read_metadata(meta.file_name, referenced_by)
+
+            fetched = map(fetch, metas) if self.io.is_local else self.parallel_imap(fetch, metas)
             for meta, data in zip(metas, fetched, strict=True):
-                result.append(avro.decode_manifest(data, self.io.uri(self.manifest_path(meta.file_name))))
+                result.append(decode(data, self.io.uri(self.manifest_path(meta.file_name))))
                 progress.advance()
             return result
         finally:

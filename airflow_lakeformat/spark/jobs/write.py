@@ -8,13 +8,20 @@ Executors write data files straight into the table's layout with pyarrow (partit
 as the table says, rolling at ``target-file-size``) and return their DataFileMeta records; the
 driver numbers the files' sequence numbers as one writer would and commits one snapshot.
 
-* Local sources (a path or ``file://``) are read by Spark: CSV with a header and every value as
-  text, JSON lines with primitives as text, Parquet as typed; each value is then cast to its
-  column's type (a value that does not fit fails the job with the typed error).
-* Other sources (``s3://`` ...) are read in Python on the executors (Spark has no object-store
-  connector here): the driver lists the source files and distributes them. ``--source-reader``
-  overrides the choice: ``python`` for local Parquet skips Spark's row conversion (faster; one
-  task per file at most), ``spark`` for a URI the cluster's Spark can read (``s3a://``).
+* Who reads the source (``--source-reader auto``): pyarrow inside the tasks for Parquet and for
+  every remote source (``s3://`` ...: Spark has no object-store connector here); Spark for local
+  CSV (header, every value as text) and JSON lines (primitives as text), and for local Parquet in
+  Hive-style ``key=value`` directories (Spark reads those as columns). Spark's Parquet reader would
+  hand the rows to the tasks as Arrow batches rebuilt row by row in the JVM, which cost 3 to 4
+  times the write itself (bench/README.md); pyarrow reads the files' columns directly. Either way
+  each value is then cast to its column's type (a value that does not fit fails the job with the
+  typed error). ``--source-reader spark|python`` forces the choice (``spark`` for a URI the
+  cluster's Spark can read, e.g. ``s3a://``).
+* The Python reader's plan: the driver lists the source files (with their sizes) and gives each
+  task a share balanced by bytes, largest first; with fewer Parquet files than tasks, files are
+  cut into their row groups so one big file still keeps every task busy.
+* The result reports ``sourceReader``, ``sessionSeconds`` (starting Spark: fixed cost),
+  ``writeSeconds`` (the tasks: what grows with the data) and ``commitSeconds``.
 * With ``--commit-user`` and ``--commit-identifier`` a re-run finds the snapshot an earlier run
   landed and returns it without writing anything: re-running after any failure is safe.
 
@@ -24,11 +31,13 @@ Files written by a failed or killed run are referenced by no snapshot; orphan cl
 from __future__ import annotations
 
 import argparse
+import json
 import pickle
 import posixpath
 import sys
+import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -57,6 +66,8 @@ FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".json", ".jsonl", ".ndjson")}
 # What tasks return: one row per data file, ordered by task and by the file's place in the task.
 _RESULT_SCHEMA = "task int, idx int, entry binary"
+# What one task of the Python reader reads: (path, bytes, row groups or None for the whole file).
+SourceUnit = tuple[str, int, tuple[int, ...] | None]
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -81,28 +92,69 @@ def is_local(uri: str) -> bool:
     return "://" not in uri or uri.lower().startswith("file://")
 
 
-def spark_reads(args: argparse.Namespace) -> bool:
-    return bool(args.source_reader == "spark" or (args.source_reader == "auto" and is_local(args.source)))
+def spark_reads(args: argparse.Namespace, source_options: dict[str, Any]) -> bool:
+    """Who reads the source: Spark (True) or pyarrow in the tasks (False).
+
+    ``auto``: Python for remote sources (Spark has no object-store connector here) and for local
+    Parquet, whose rows would otherwise cross from the JVM to the tasks as Arrow batches built row
+    by row (the dominant cost, see bench/README.md); Spark for local CSV and JSON lines (its
+    readers define how text is split into columns) and for Parquet in Hive-style ``key=value``
+    directories (Spark turns those into columns) or in files the Python listing does not pick up.
+    """
+    if args.source_reader != "auto":
+        return bool(args.source_reader == "spark")
+    if not is_local(args.source):
+        return False
+    if args.source_format != "parquet":
+        return True
+    try:
+        files = source_files(args.source, args.source_format, source_options)
+    except RegisterError:
+        return True  # let Spark read (or refuse) what it finds
+    return any("=" in part for _, _, relative in files for part in relative.split("/")[:-1])
 
 
 # -- executors -----------------------------------------------------------------------------------
 
 
-def _task_rows(task: int, entries: list[ManifestEntry]) -> list[tuple[int, int, bytes]]:
-    return [(task, index, pickle.dumps(entry.record)) for index, entry in enumerate(entries)]
+def _task_rows(
+    task: int, started_at: float, entries: list[ManifestEntry], profile: dict[str, Any]
+) -> list[tuple[int, int, bytes]]:
+    """One row per file written, then the task's profile as a row with ``idx`` -1."""
+    rows = [(task, index, pickle.dumps(entry.record)) for index, entry in enumerate(entries)]
+    profile = {"task": task, **profile, "startedAt": started_at, "finishedAt": time.time()}
+    rows.append((task, -1, json.dumps(profile).encode()))
+    return rows
 
 
 def _write_rows(
     table: Table, batches: Iterable[pa.Table | pa.RecordBatch], fail_after: int
-) -> list[ManifestEntry]:
+) -> tuple[list[ManifestEntry], dict[str, Any]]:
+    """Write every batch; returns the files' entries and where the task's time went: waiting for
+    its input (Spark's rows as Arrow, or pyarrow reading the source) and writing (cast, split,
+    Parquet encoding, closing files with their statistics)."""
     writer = RollingFileWriter(table)
+    profile: dict[str, Any] = {"inputSeconds": 0.0, "writeSeconds": 0.0, "batches": 0, "rows": 0}
+    clock = time.perf_counter
     try:
-        for batch in batches:
+        source = iter(batches)
+        while True:
+            started = clock()
+            batch = next(source, None)
+            waited = clock()
+            profile["inputSeconds"] += waited - started
+            if batch is None:
+                break
             writer.write(batch)
+            profile["writeSeconds"] += clock() - waited
+            profile["batches"] += 1
+            profile["rows"] += batch.num_rows
             check_fault(len(writer.entries), fail_after)
+        started = clock()
         entries = writer.close()
+        profile["writeSeconds"] += clock() - started
         check_fault(len(entries), fail_after)
-        return entries
+        return entries, {k: round(v, 3) if isinstance(v, float) else v for k, v in profile.items()}
     except BaseException:
         writer.abort()
         raise
@@ -114,10 +166,10 @@ def write_arrow_partition(
     """``mapInArrow`` body: write one Spark partition's rows, yield the new files' records."""
     from pyspark import TaskContext
 
+    started_at = time.time()
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
-    entries = _write_rows(Table.open(uri, options), batches, fail_after)
-    rows = _task_rows(task, entries)
+    rows = _task_rows(task, started_at, *_write_rows(Table.open(uri, options), batches, fail_after))
     if rows:
         columns = list(zip(*rows, strict=True))
         yield pa.RecordBatch.from_arrays(
@@ -131,13 +183,24 @@ def write_arrow_partition(
 
 
 def _read_file(
-    path: str, source_format: str, options: dict[str, Any], columns: list[str]
+    path: str,
+    source_format: str,
+    options: dict[str, Any],
+    columns: list[str],
+    row_groups: Sequence[int] | None = None,
 ) -> Iterator[pa.Table]:
+    """The rows of one source file (of ``row_groups`` only, for Parquet, when given), in file order."""
+    if source_format == "parquet" and is_local(path):
+        # A local path straight to pyarrow: native reads, no Python file object in between.
+        parquet = pq.ParquetFile(path.removeprefix("file://"))
+        for index in range(parquet.num_row_groups) if row_groups is None else row_groups:
+            yield parquet.read_row_group(index)
+        return
     io, fs_path = FileIO.for_uri(path, options)
     with io.fs.open(fs_path, "rb") as handle:
         if source_format == "parquet":
             parquet = pq.ParquetFile(handle)
-            for index in range(parquet.num_row_groups):
+            for index in range(parquet.num_row_groups) if row_groups is None else row_groups:
                 yield parquet.read_row_group(index)
         elif source_format == "csv":
             import pyarrow.csv as pcsv
@@ -160,13 +223,20 @@ def write_file_partition(
     source_format: str,
     fail_after: int,
     task: int,
-    paths: Iterator[str],
+    shares: Iterator[list[SourceUnit]],
 ) -> Iterator[tuple[int, int, bytes]]:
-    """``mapPartitionsWithIndex`` body: read source files in Python, write them, return the files' records."""
+    """``mapPartitionsWithIndex`` body: read this task's share of the source in Python, write it,
+    return the new files' records."""
+    started_at = time.time()
     table = Table.open(uri, options)
     columns = [f.name for f in table.schema.fields]
-    batches = (batch for path in paths for batch in _read_file(path, source_format, source_options, columns))
-    yield from _task_rows(task, _write_rows(table, batches, fail_after))
+    units = [unit for share in shares for unit in share]
+    batches = (
+        batch
+        for path, _size, row_groups in units
+        for batch in _read_file(path, source_format, source_options, columns, row_groups)
+    )
+    yield from _task_rows(task, started_at, *_write_rows(table, batches, fail_after))
 
 
 # -- driver ----------------------------------------------------------------------------------------
@@ -174,24 +244,68 @@ def write_file_partition(
 
 def list_source_files(source: str, source_format: str, options: dict[str, Any]) -> list[str]:
     """The source file, or the ``source_format`` files below a source directory (hidden and ``_`` names skipped)."""
+    return [path for path, _, _ in source_files(source, source_format, options)]
+
+
+def source_files(source: str, source_format: str, options: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """:func:`list_source_files` with each file's size in bytes and path relative to the source."""
     io, path = FileIO.for_uri(source, options)
     try:
         info = io.fs.info(path)
     except FileNotFoundError as exc:
         raise RegisterError(source, "the source does not exist") from exc
     if info.get("type") != "directory":
-        return [io.uri(path)]
+        return [(io.uri(path), int(info.get("size") or 0), posixpath.basename(path))]
     found = []
-    for full in sorted(io.fs.find(path)):
+    for full, detail in sorted(io.fs.find(path, detail=True).items()):
         name = posixpath.basename(full)
         relative = full[len(path) :].lstrip("/")
         if any(part.startswith((".", "_")) for part in relative.split("/")):
             continue
         if name.lower().endswith(_EXTENSIONS[source_format]):
-            found.append(io.uri(full))
+            found.append((io.uri(full), int(detail.get("size") or 0), relative))
     if not found:
         raise RegisterError(source, f"no {source_format} files found below the source directory")
     return found
+
+
+def plan_source_units(
+    files: Sequence[tuple[str, int, str]], source_format: str, tasks: int, options: dict[str, Any]
+) -> list[list[SourceUnit]]:
+    """Split the source over ``tasks`` tasks, balanced by bytes, for the Python reader.
+
+    With at least as many files as tasks each file is one unit; with fewer, Parquet files are cut
+    into their row groups (footers read on the driver), so a single large file still keeps every
+    task busy. Units go largest first to the least loaded task; each task then reads its units in
+    source order, so the plan (and the files written) is deterministic.
+    """
+    units: list[SourceUnit] = [(path, size, None) for path, size, _ in files]
+    if source_format == "parquet" and len(files) < tasks:
+        units = []
+        for path, size, _ in files:
+            groups = _row_group_sizes(path, options)
+            if len(groups) <= 1:
+                units.append((path, size, None))
+                continue
+            units.extend((path, group_size, (index,)) for index, group_size in enumerate(groups))
+    order = {id(unit): position for position, unit in enumerate(units)}
+    shares: list[list[SourceUnit]] = [[] for _ in range(max(1, min(tasks, len(units))))]
+    loads = [0] * len(shares)
+    for unit in sorted(units, key=lambda u: (-u[1], order[id(u)])):
+        lightest = loads.index(min(loads))
+        shares[lightest].append(unit)
+        loads[lightest] += unit[1]
+    return [sorted(share, key=lambda u: order[id(u)]) for share in shares]
+
+
+def _row_group_sizes(path: str, options: dict[str, Any]) -> list[int]:
+    if is_local(path):
+        metadata = pq.ParquetFile(path.removeprefix("file://")).metadata
+    else:
+        io, fs_path = FileIO.for_uri(path, options)
+        with io.fs.open(fs_path, "rb") as handle:
+            metadata = pq.ParquetFile(handle).metadata
+    return [metadata.row_group(i).total_byte_size for i in range(metadata.num_row_groups)]
 
 
 def _spark_frame(context: JobContext, source: str, source_format: str) -> Any:
@@ -203,7 +317,15 @@ def _spark_frame(context: JobContext, source: str, source_format: str) -> Any:
     return reader.format(source_format).load(source)
 
 
+# Rows per Arrow batch Spark hands a task (Spark's default: 10,000). Every batch costs the task a
+# cast, a partition split and a buffer append; fewer, larger batches halve that overhead.
+ARROW_BATCH_ROWS = 131_072
+_ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
 def _spark_source(context: JobContext, table: Table, source: str, source_format: str) -> list[Any]:
+    if not context.spark.sparkContext.getConf().contains(_ARROW_BATCH_CONF):  # the user's setting wins
+        context.spark.conf.set(_ARROW_BATCH_CONF, str(ARROW_BATCH_ROWS))
     frame = _spark_frame(context, source, source_format)
     _check_columns(table, frame)
     if context.args.parallelism:
@@ -224,7 +346,8 @@ def _check_columns(table: Table, frame: Any) -> None:
 
 def _python_source(context: JobContext, source: str, source_format: str) -> list[Any]:
     source_options = executor_storage_options(source, context.storage_options)
-    files = list_source_files(source, source_format, source_options)
+    files = source_files(source, source_format, source_options)
+    shares = plan_source_units(files, source_format, context.parallelism(1 << 30), source_options)
     body = partial(
         write_file_partition,
         context.args.table,
@@ -233,8 +356,17 @@ def _python_source(context: JobContext, source: str, source_format: str) -> list
         source_format,
         context.fail_after_files,
     )
-    rdd = context.spark.sparkContext.parallelize(files, context.parallelism(len(files)))
+    # One element per partition: task i reads exactly shares[i].
+    rdd = context.spark.sparkContext.parallelize(shares, len(shares))
     return list(rdd.mapPartitionsWithIndex(body).collect())
+
+
+def _task_timeline(profile: dict[str, Any], submitted: float, collected: float) -> dict[str, Any]:
+    """A task's profile with its start after the job was submitted (scheduling, Python worker start,
+    imports) and the wait from its end until the driver had every result, instead of clock times."""
+    profile["startDelaySeconds"] = round(profile.pop("startedAt") - submitted, 3)
+    profile["endDelaySeconds"] = round(collected - profile.pop("finishedAt"), 3)
+    return profile
 
 
 def number_sequences(table: Table, entries: list[ManifestEntry]) -> None:
@@ -270,23 +402,33 @@ def run(context: JobContext) -> dict[str, Any]:
                 **document, "snapshotId": landed.id, "alreadyCommitted": True, "filesWritten": 0,
                 "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0,
             }  # fmt: skip
+    source_options = executor_storage_options(args.source, context.storage_options)
+    by_spark = spark_reads(args, source_options)
+    document["sourceReader"] = "spark" if by_spark else "python"
     if args.dry_run:
         # Checks what can be checked without writing: the table, the source and its columns.
-        if spark_reads(args):
+        if by_spark:
             _check_columns(table, _spark_frame(context, args.source, args.source_format))
             sources = None
         else:
-            source_options = executor_storage_options(args.source, context.storage_options)
             sources = len(list_source_files(args.source, args.source_format, source_options))
         return {
             **document, "snapshotId": None, "alreadyCommitted": False, "filesWritten": 0, "rowsWritten": 0,
             "bytesWritten": 0, "filesDeleted": 0, "sourceFiles": sources,
         }  # fmt: skip
-    if spark_reads(args):
+    context.spark  # noqa: B018 - start the session apart, so the timings below are the work alone
+    started, submitted = time.monotonic(), time.time()
+    if by_spark:
         rows = _spark_source(context, table, args.source, args.source_format)
     else:
         rows = _python_source(context, args.source, args.source_format)
-    entries = [ManifestEntry(pickle.loads(data)) for _, _, data in sorted(rows, key=lambda r: (r[0], r[1]))]
+    written, collected = time.monotonic(), time.time()
+    entries = [
+        ManifestEntry(pickle.loads(data)) for _, i, data in sorted(rows, key=lambda r: r[:2]) if i >= 0
+    ]
+    document["tasks"] = [
+        _task_timeline(json.loads(data), submitted, collected) for _, i, data in sorted(rows) if i < 0
+    ]
     number_sequences(table, entries)
     empty = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
     if not entries and not (args.overwrite is not None and committer.overwrite_entries(overwrite)):
@@ -300,6 +442,8 @@ def run(context: JobContext) -> dict[str, Any]:
         commit_identifier=identifier,
     )
     result = done.result
+    document["writeSeconds"] = round(written - started, 3)  # tasks: read, convert, write (what scales)
+    document["commitSeconds"] = round(time.monotonic() - written, 3)  # numbering and the commit
     if result.already_committed:
         return {**document, "snapshotId": result.snapshot.id, "alreadyCommitted": True, **empty}
     return {

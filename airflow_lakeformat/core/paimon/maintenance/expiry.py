@@ -22,9 +22,8 @@ decoupled changelogs are refused.
 from __future__ import annotations
 
 import contextlib
-import posixpath
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -33,13 +32,22 @@ from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefus
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.maintenance.expiry_files import (  # the Spark job imports them from here
+    DeltaMarks,  # noqa: F401
+    Mark,
+    data_file_requests,
+    delta_marks,
+    fold_marks,
+    manifests_or_gone,
+    protected_data_names,
+)
 from airflow_lakeformat.core.paimon.maintenance.references import (
+    MetadataReader,
     SnapshotReferences,
     index_file_path,
-    resolve_table_path,
     snapshot_references,
 )
-from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry, ManifestFileMeta
+from airflow_lakeformat.core.paimon.manifest import FileKind
 from airflow_lakeformat.core.paimon.options import parse_duration
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
@@ -136,6 +144,9 @@ class SnapshotExpiryPlan:
     manifest_lists_read: int = 0
     manifests_read: int = 0
     data_phase_external: bool = False
+    # The manifest lists and manifests read (each once): a distributed step 1 adds its reads here.
+    lists_read: set[str] = field(default_factory=set, repr=False)
+    manifests_read_names: set[str] = field(default_factory=set, repr=False)
 
     @property
     def expired_ids(self) -> list[int]:
@@ -266,6 +277,7 @@ def _expiry_range(
     protection: Protection,
     now_millis: int,
     decisions: list[str],
+    snapshot: Callable[[int], Snapshot] | None = None,
 ) -> tuple[int | None, int | None, int | None, int | None]:
     """(earliest, latest, begin, end): expire ``[begin, end)``; begin/end None when nothing expires."""
     latest = manager.latest_snapshot_id()
@@ -277,7 +289,11 @@ def _expiry_range(
     if lowest_kept > earliest:
         decisions.append(f"snapshots below {lowest_kept} exceed retain-max {options.retain_max}")
     max_exclusive = latest - options.retain_min + 1
-    reason = f"retain-min {options.retain_min} keeps snapshots from {max_exclusive}"
+    if max_exclusive <= earliest:  # fewer snapshots than retain-min: never name one below the earliest
+        count = latest - earliest + 1
+        reason = f"retain-min {options.retain_min} keeps every snapshot: the table has {count} ({earliest}..{latest})"
+    else:
+        reason = f"retain-min {options.retain_min} keeps snapshots from {max_exclusive}"
     if protection.consumers:
         consumer, next_snapshot = min(protection.consumers.items(), key=lambda item: item[1])
         if next_snapshot < max_exclusive:
@@ -295,7 +311,7 @@ def _expiry_range(
         if not manager.snapshot_exists(successor):
             end, reason = snapshot_id, f"snapshot {successor} is missing, so {snapshot_id} is kept"
             break
-        successor_time = manager.snapshot(successor).time_millis
+        successor_time = (snapshot or manager.snapshot)(successor).time_millis
         if successor_time >= threshold:
             end = snapshot_id
             reason = (
@@ -317,108 +333,6 @@ def _expiry_range(
     return earliest, latest, begin, end
 
 
-FileKey = tuple[bytes, int, str]
-# (file key, (snapshot id, position in that snapshot's delta), is DELETE, the entry)
-Mark = tuple[FileKey, tuple[int, int], bool, ManifestEntry]
-
-
-def _file_key(entry: ManifestEntry) -> FileKey:
-    return (entry.partition, entry.bucket, entry.file.file_name)
-
-
-@dataclass
-class DeltaMarks:
-    marks: list[Mark]
-    warnings: list[str]
-    manifest_lists_read: int
-    manifests_read: int
-
-
-def delta_marks(table: Table, snapshot_id: int, *, retained: bool) -> DeltaMarks:
-    """The ADD/DELETE entries of one snapshot's delta manifests, in order, as marks.
-
-    For an expired snapshot (``retained=False``) missing metadata reads as empty: a crashed
-    earlier run deleted it after finishing this step. For the first retained snapshot it raises.
-    """
-    owner = f"snapshot {snapshot_id}"
-    found = DeltaMarks([], [], 0, 0)
-    snapshot = table.snapshot_manager.snapshot(snapshot_id)
-    try:
-        delta = table.manifest_list(snapshot.delta_manifest_list, owner)
-        found.manifest_lists_read += 1
-    except FileNotFoundError:
-        if retained:
-            raise
-        found.warnings.append(f"delta manifest list of snapshot {snapshot_id} is already gone")
-        return found
-    position = 0
-    manifests = _manifests_or_gone(table, delta, owner, missing_ok=not retained, warnings=found.warnings)
-    found.manifests_read += len(manifests)
-    for entries in manifests:
-        for entry in entries:
-            found.marks.append(
-                (_file_key(entry), (snapshot_id, position), entry.kind == FileKind.DELETE, entry)
-            )
-            position += 1
-    return found
-
-
-def fold_marks(marks: Iterable[Mark]) -> tuple[list[ManifestEntry], int]:
-    """Files whose last mark in ``(begin, end]`` is a DELETE, and how many DELETEs a later ADD of the
-    same file cancelled (in-place upgrades)."""
-    last: dict[FileKey, tuple[tuple[int, int], bool, ManifestEntry]] = {}
-    readded = 0
-    for key, order, is_delete, entry in sorted(marks, key=lambda m: m[1]):
-        previous = last.get(key)
-        if previous is not None and previous[1] and not is_delete:
-            readded += 1
-        if previous is None and not is_delete:
-            continue  # an ADD with no DELETE before it in the range: nothing to undo
-        last[key] = (order, is_delete, entry)
-    return [entry for _, is_delete, entry in last.values() if is_delete], readded
-
-
-def protected_data_names(table: Table, protecting: Iterable[Snapshot]) -> set[str]:
-    """File names live in any tag or branch head: never deleted by expiry."""
-    from airflow_lakeformat.core.paimon.live_files import live_entries
-
-    names: set[str] = set()
-    for snapshot in protecting:
-        names.update(e.file.file_name for e in live_entries(table, snapshot))
-    return names
-
-
-def data_file_requests(
-    table: Table, entries: Iterable[ManifestEntry], kind: str, data_paths: DataFilePaths
-) -> list[DeleteRequest]:
-    requests = []
-    for entry in entries:
-        path = resolve_table_path(table, data_paths.relative_path(entry))
-        requests.append(DeleteRequest(kind, path, entry.file.file_size))
-        directory = posixpath.dirname(path)
-        for extra in entry.file.extra_files:
-            requests.append(DeleteRequest("extra-file", posixpath.join(directory, extra)))
-    return requests
-
-
-def _manifests_or_gone(
-    table: Table, metas: list[ManifestFileMeta], owner: str, *, missing_ok: bool, warnings: list[str]
-) -> list[list[ManifestEntry]]:
-    """Read manifests; with ``missing_ok`` (an expired snapshot's, which a crashed earlier run may
-    already have removed) a missing one is skipped with a warning instead of raising."""
-    result = []
-    for meta in metas:
-        try:
-            result.append(table.manifest(meta.file_name, owner))
-        except FileNotFoundError:
-            if not missing_ok:
-                raise
-            warnings.append(
-                f"manifest {meta.file_name} of {owner} is already gone (an earlier run removed it)"
-            )
-    return result
-
-
 def plan_snapshot_expiry(
     table: Table,
     *,
@@ -433,6 +347,9 @@ def plan_snapshot_expiry(
     """Plan an expiry. Reads the expired snapshots' manifest lists and delta manifests, the retained
     boundary snapshot's lists, and the live files of tags and branch heads; deletes nothing.
 
+    Every snapshot, manifest list, index manifest and manifest is read at most once: all steps read
+    through one :class:`MetadataReader`, and the plan's counts are the files it read.
+
     ``data_files=False`` leaves step 1 to the caller (the Spark job distributes it with
     :func:`delta_marks`, :func:`fold_marks` and :func:`protected_data_names`)."""
     _refuse_unsupported(table)
@@ -441,7 +358,10 @@ def plan_snapshot_expiry(
     protection, protecting = protection_of(table)
     now_millis = int(clock() * 1000)
     decisions: list[str] = []
-    earliest, latest, begin, end = _expiry_range(manager, options, protection, now_millis, decisions)
+    reader = MetadataReader(table)
+    earliest, latest, begin, end = _expiry_range(
+        manager, options, protection, now_millis, decisions, reader.snapshot
+    )
     plan = SnapshotExpiryPlan(
         table_uri=table.uri,
         planned_at_millis=now_millis,
@@ -456,8 +376,8 @@ def plan_snapshot_expiry(
     if begin is None or end is None:
         return plan
 
-    expired = [manager.snapshot(i) for i in range(begin, end)]
-    end_snapshot = manager.snapshot(end)
+    expired = [reader.snapshot(i) for i in range(begin, end)]
+    end_snapshot = reader.snapshot(end)
     if (
         any(s.index_manifest for s in [*expired, end_snapshot])
         and table.schema.table_options.raw.get("index-file-in-data-file-dir", "false").lower() == "true"
@@ -470,15 +390,13 @@ def plan_snapshot_expiry(
         progress.start("reading delta manifests of expired snapshots", end - begin)
         marks: list[Mark] = []
         for snapshot_id in range(begin + 1, end + 1):
-            found = delta_marks(table, snapshot_id, retained=snapshot_id == end)
+            found = delta_marks(table, snapshot_id, retained=snapshot_id == end, reader=reader)
             marks += found.marks
             plan.warnings += found.warnings
-            plan.manifest_lists_read += found.manifest_lists_read
-            plan.manifests_read += found.manifests_read
             progress.advance()
         progress.finish()
         marked, plan.kept_readded = fold_marks(marks)
-        protected = protected_data_names(table, protecting) if marked else set()
+        protected = protected_data_names(table, protecting, reader) if marked else set()
         to_delete = [e for e in marked if e.file.file_name not in protected]
         plan.kept_by_tags_or_branches = len(marked) - len(to_delete)
         plan.data_files = data_file_requests(table, to_delete, "data-file", data_paths)
@@ -491,12 +409,10 @@ def plan_snapshot_expiry(
             continue
         owner = f"snapshot {snapshot.id}"
         try:
-            metas = table.manifest_list(snapshot.changelog_manifest_list, owner)
-            plan.manifest_lists_read += 1
+            changelog_refs = reader.manifest_list(snapshot.changelog_manifest_list, owner)
         except FileNotFoundError:
             continue
-        changelogs = _manifests_or_gone(table, metas, owner, missing_ok=True, warnings=plan.warnings)
-        plan.manifests_read += len(changelogs)
+        changelogs = manifests_or_gone(reader, changelog_refs, owner, missing_ok=True, warnings=plan.warnings)
         for entries in changelogs:
             added = [e for e in entries if e.kind == FileKind.ADD]
             plan.changelog_files += data_file_requests(table, added, "changelog-file", data_paths)
@@ -504,18 +420,17 @@ def plan_snapshot_expiry(
     # 3. Metadata no retained snapshot, tag or branch uses.
     skipping: set[str] = set()
     for snapshot in [end_snapshot, *protecting]:
-        refs = snapshot_references(table, snapshot)
-        plan.manifest_lists_read += len(refs.manifest_lists)
-        skipping |= refs.all_file_names()
+        skipping |= snapshot_references(table, snapshot, reader=reader).all_file_names()
     seen: set[str] = set()
     for snapshot in expired:
-        refs = snapshot_references(table, snapshot, missing_ok=True)
-        plan.manifest_lists_read += len(refs.manifest_lists) - len(refs.missing)
+        refs = snapshot_references(table, snapshot, missing_ok=True, reader=reader)
         plan.warnings += [f"{name} of snapshot {snapshot.id} is already gone" for name in refs.missing]
         plan.metadata_files += _metadata_requests(table, refs, skipping, seen)
 
     # 4. Snapshot files, ascending.
     plan.snapshot_files = [DeleteRequest("snapshot", manager.snapshot_path(s.id)) for s in expired]
+    plan.lists_read, plan.manifests_read_names = reader.names["manifest-list"], reader.names["manifest"]
+    plan.manifest_lists_read, plan.manifests_read = len(plan.lists_read), len(plan.manifests_read_names)
     return plan
 
 

@@ -4,14 +4,23 @@
    in between). Candidates are files older than ``older_than`` (default 1 day; under 1 hour refused
    without an explicit override) in ``manifest/``, ``index/``, ``statistics/``, the data tree
    (exactly one directory level per partition key, then ``bucket-*``), external data paths, and
-   stray files (crashed temp files) in every branch's ``snapshot/`` and ``changelog/`` directories.
+   stray files (crashed temp files) in every branch's ``snapshot/`` and ``changelog/`` directories
+   (:mod:`~airflow_lakeformat.core.paimon.maintenance.orphan_listing`). On a local filesystem the
+   listing reads names only; the age of a file is read after step 2, and only for the files no
+   snapshot uses (an age matters for nothing else).
 2. Then collect the used set by *file name* (so path spellings cannot make live files look orphaned)
    from every snapshot, tag and long-lived changelog of every branch: manifest lists, manifests and
    their extra files, index manifests and index files, statistics files, and every ADD and DELETE
    entry's file and extra files. Metadata that cannot be read aborts with nothing deleted, unless the
    snapshot that referenced it has itself disappeared meanwhile (a concurrent expiry, paimon#7715).
+   Each manifest list, index manifest and manifest is read once, and the blocks the snapshots'
+   manifest lists share are decoded once (:class:`~airflow_lakeformat.core.paimon.maintenance.
+   references.MetadataReader`), so many snapshots cost their distinct rows, not snapshots x rows.
+   Data-file names are never collected into a set: the candidates' names are, and every manifest's
+   names are struck from it as it is read, so what remains are the names nobody uses.
 3. Right before each delete batch, new snapshots, tags and changelogs are folded into the used set
-   and the batch is filtered again.
+   and the batch is filtered again (against the names they use: the orphans are, by construction,
+   in nothing used before).
 4. Directories are never deleted, except old, empty bucket and partition directories (rmdir only).
 
 The building blocks (:func:`candidate_directories`, :func:`list_candidates`,
@@ -22,13 +31,12 @@ from __future__ import annotations
 
 import posixpath
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from airflow_lakeformat.core.errors import (
-    CorruptMetadataError,
     DeletionFailedError,
     MaintenanceRefusedError,
     MissingMetadataError,
@@ -39,46 +47,32 @@ from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, Deletion
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import paths
 from airflow_lakeformat.core.paimon.live_files import gc_paused
-from airflow_lakeformat.core.paimon.maintenance.references import resolve_table_path, snapshot_references
+from airflow_lakeformat.core.paimon.maintenance.orphan_listing import (
+    Candidate,
+    CandidateDirectory,  # noqa: F401  (re-exported for the Spark job)
+    Listing,
+    branch_managers,
+    candidate_directories,
+    is_numbered,
+    list_candidates,
+    list_names,
+    merge_listings,
+    old_empty_directories,
+    read_ages,
+)
+from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
-from airflow_lakeformat.core.paimon.snapshot_manager import MAIN_BRANCH, SnapshotManager
+from airflow_lakeformat.core.paimon.snapshot_manager import SnapshotManager
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
+
+# Candidate, CandidateDirectory, Listing, candidate_directories, list_candidates and
+# old_empty_directories are imported from here by the Spark job: every block in one place.
 
 Clock = Callable[[], float]
 
 DEFAULT_OLDER_THAN = timedelta(days=1)
 MINIMUM_OLDER_THAN = timedelta(hours=1)
-_NEVER_CANDIDATE_SUFFIXES = (".managed.blob",)
-_HINTS = frozenset({paths.EARLIEST, paths.LATEST})
-
-
-@dataclass(frozen=True, slots=True)
-class CandidateDirectory:
-    """A directory whose files are orphan candidates; ``kind`` names what lives there."""
-
-    path: str
-    kind: str  # manifest | index | statistics | data | snapshot-dir | changelog-dir
-
-
-@dataclass(frozen=True, slots=True)
-class Candidate:
-    name: str
-    path: str
-    size: int
-    kind: str
-
-
-@dataclass
-class Listing:
-    """Old-enough candidate files, plus what the listing saw for reporting and directory cleanup."""
-
-    candidates: list[Candidate] = field(default_factory=list)
-    files_listed: int = 0
-    too_recent: int = 0
-    no_mtime: int = 0
-    directories_listed: int = 0
-    empty_directories: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -86,114 +80,12 @@ class UsedMetadata:
     """The used set's metadata part, and which manifests remain to be read for data-file names."""
 
     names: set[str] = field(default_factory=set)
-    manifests: dict[str, list[str]] = field(default_factory=dict)  # manifest -> owners (for messages)
+    manifests: set[str] = field(default_factory=set)  # data and changelog manifests to read names from
+    owners: dict[str, tuple[str, ...]] = field(default_factory=dict)  # owner -> its manifest lists
     latest_ids: dict[str, int | None] = field(default_factory=dict)  # branch -> latest snapshot seen
     tags: dict[str, int] = field(default_factory=dict)  # "branch:tag" -> snapshot id
     changelogs: dict[str, int | None] = field(default_factory=dict)  # branch -> latest changelog seen
     skipped_vanished: int = 0
-
-
-def _branch_managers(table: Table) -> list[SnapshotManager]:
-    managers = [SnapshotManager(table.io, table.root, MAIN_BRANCH)]
-    for branch in managers[0].branches():
-        manager = SnapshotManager(table.io, table.root, branch)
-        schema_dir = table.io.join(manager.branch_root, paths.SCHEMA_DIR)
-        if not any(n.startswith("schema-") for n in table.io.list_names(schema_dir)):
-            # Paimon aborts here too: a branch without a schema is half-created or half-deleted.
-            raise CorruptMetadataError(table.io.uri(schema_dir), f"branch {branch!r} has no schema")
-        managers.append(manager)
-    return managers
-
-
-def _data_roots(table: Table) -> list[tuple[FileIO, str, str]]:
-    """(io, root, kind) of every tree data files live in: the table's and each external path."""
-    options = table.schema.table_options
-    base = table.root
-    if options.data_file_path_directory:
-        base = table.io.join(base, options.data_file_path_directory)
-    roots = [(table.io, base, "data")]
-    external = options.raw.get("data-file.external-paths")
-    for uri in filter(None, (u.strip() for u in (external or "").split(","))):
-        roots.append((table.io, resolve_table_path(table, uri), "data"))
-    return roots
-
-
-def candidate_directories(table: Table) -> tuple[list[CandidateDirectory], list[str]]:
-    """Directories to list, and the partition/bucket directories (for empty-directory cleanup).
-
-    The data tree is walked exactly as deep as the table has partition keys, through directories
-    named ``key=value`` only, so nothing outside Paimon's layout is ever a candidate.
-    """
-    io = table.io
-    directories = [
-        CandidateDirectory(io.join(table.root, paths.MANIFEST_DIR), "manifest"),
-        CandidateDirectory(io.join(table.root, paths.INDEX_DIR), "index"),
-        CandidateDirectory(io.join(table.root, paths.STATISTICS_DIR), "statistics"),
-    ]
-    for manager in _branch_managers(table):
-        directories.append(CandidateDirectory(manager.snapshot_dir, "snapshot-dir"))
-        directories.append(
-            CandidateDirectory(io.join(manager.branch_root, paths.CHANGELOG_DIR), "changelog-dir")
-        )
-    depth = len(table.schema.partition_keys)
-    tree_dirs: list[str] = []
-    for _, root, kind in _data_roots(table):
-        level = [root]
-        for _ in range(depth):
-            level = [s.path for d in level for s in io.list_dir(d) if s.is_dir and "=" in s.name]
-            tree_dirs.extend(level)
-        for directory in level:
-            for status in io.list_dir(directory):
-                if status.is_dir and status.name.startswith(paths.BUCKET_PREFIX):
-                    directories.append(CandidateDirectory(status.path, kind))
-                    tree_dirs.append(status.path)
-    return directories, tree_dirs
-
-
-def _is_candidate_name(name: str, kind: str) -> bool:
-    if name.endswith(_NEVER_CANDIDATE_SUFFIXES):
-        return False
-    if kind == "snapshot-dir":
-        return not (name in _HINTS or _is_numbered(name, paths.SNAPSHOT_PREFIX))
-    if kind == "changelog-dir":
-        return not (name in _HINTS or _is_numbered(name, "changelog-"))
-    return True
-
-
-def _is_numbered(name: str, prefix: str) -> bool:
-    return name.startswith(prefix) and name[len(prefix) :].isdigit()
-
-
-def list_candidates(io: FileIO, directory: CandidateDirectory, cutoff: float) -> Listing:
-    """Old-enough files of one directory (mtime strictly before ``cutoff``, epoch seconds).
-
-    A file without a modification time is never a candidate: its age is unknown.
-    """
-    listing = Listing(directories_listed=1)
-    for status in io.list_dir(directory.path):
-        if status.is_dir:
-            continue
-        listing.files_listed += 1
-        if not _is_candidate_name(status.name, directory.kind):
-            continue
-        if status.mtime is None:
-            listing.no_mtime += 1
-        elif status.mtime >= cutoff:
-            listing.too_recent += 1
-        else:
-            listing.candidates.append(Candidate(status.name, status.path, status.size, directory.kind))
-    return listing
-
-
-def _merge_listings(parts: Iterable[Listing]) -> Listing:
-    total = Listing()
-    for part in parts:
-        total.candidates.extend(part.candidates)
-        total.files_listed += part.files_listed
-        total.too_recent += part.too_recent
-        total.no_mtime += part.no_mtime
-        total.directories_listed += part.directories_listed
-    return total
 
 
 def _snapshots_of(manager: SnapshotManager, used: UsedMetadata, after: int | None = None) -> list[Snapshot]:
@@ -213,7 +105,7 @@ def _changelogs_of(manager: SnapshotManager, io: FileIO, after: int | None = Non
     directory = io.join(manager.branch_root, paths.CHANGELOG_DIR)
     result = []
     for name in io.list_names(directory):
-        if not _is_numbered(name, "changelog-"):
+        if not is_numbered(name, "changelog-"):
             continue
         if after is not None and int(name[len("changelog-") :]) <= after:
             continue
@@ -229,34 +121,66 @@ def _gone(io: FileIO, path: str) -> Callable[[], bool]:
 
 
 def _add_references(
-    table: Table, used: UsedMetadata, snapshot: Snapshot, owner: str, vanished: Callable[[], bool]
+    reader: MetadataReader,
+    used: UsedMetadata,
+    snapshot: Snapshot,
+    owner: str,
+    vanished: Callable[[], bool],
+    seen_blocks: set[int],
 ) -> None:
+    """Fold one snapshot's (tag's, changelog's) metadata into ``used``: the same names as
+    ``snapshot_references(...).all_file_names()``, each shared manifest-list block only once."""
+    lists = [n for n in (snapshot.base_manifest_list, snapshot.delta_manifest_list) if n]
+    if snapshot.changelog_manifest_list:
+        lists.append(snapshot.changelog_manifest_list)
     try:
-        refs = snapshot_references(table, snapshot, owner=owner)
+        blocks = [reader.list_blocks(name, owner) for name in lists]
+        index_files = reader.index_files(snapshot.index_manifest, owner) if snapshot.index_manifest else []
     except MissingMetadataError:
         if vanished():
             used.skipped_vanished += 1
             return
         raise
-    used.names |= refs.all_file_names()
-    for meta in (*refs.manifests, *refs.changelog_manifests):
-        used.manifests.setdefault(meta.file_name, []).append(owner)
+    used.owners[owner] = tuple(lists)
+    names = used.names
+    names.update(lists)
+    if snapshot.index_manifest:
+        names.add(snapshot.index_manifest)
+        names.update(ref.file_name for ref in index_files)
+    if snapshot.statistics:
+        names.add(snapshot.statistics)
+    new_rows = reader.lists.new_rows
+    for ids in blocks:
+        for block_id in ids:
+            if block_id in seen_blocks:
+                continue
+            rows = new_rows(block_id, seen_blocks)
+            seen_blocks.add(block_id)
+            for ref in rows:
+                used.manifests.add(ref.file_name)
+                names.add(ref.file_name)
+                names.update(ref.extra_files)
 
 
-def collect_used_metadata(table: Table, used: UsedMetadata | None = None) -> UsedMetadata:
+def collect_used_metadata(
+    table: Table, used: UsedMetadata | None = None, reader: MetadataReader | None = None
+) -> UsedMetadata:
     """Fold every snapshot, tag and long-lived changelog of every branch into ``used``.
 
     Called again with the same ``used``, it only reads what appeared since (new snapshots, tags
     and changelogs), which is how execution re-checks a plan before each delete batch.
     """
     used = used or UsedMetadata()
+    reader = reader or MetadataReader(table)
+    seen_blocks: set[int] = set()
     io = table.io
-    for manager in _branch_managers(table):
+    for manager in branch_managers(table):
         branch = manager.branch
         seen = used.latest_ids.get(branch)
         for snapshot in _snapshots_of(manager, used, after=seen):
             path = manager.snapshot_path(snapshot.id)
-            _add_references(table, used, snapshot, f"{branch} snapshot {snapshot.id}", _gone(io, path))
+            owner = f"{branch} snapshot {snapshot.id}"
+            _add_references(reader, used, snapshot, owner, _gone(io, path), seen_blocks)
             used.latest_ids[branch] = max(used.latest_ids.get(branch) or 0, snapshot.id)
         used.latest_ids.setdefault(branch, None)
         for name in manager.tag_names():
@@ -264,11 +188,12 @@ def collect_used_metadata(table: Table, used: UsedMetadata | None = None) -> Use
             if key in used.tags:
                 continue
             tag = manager.tag(name)
-            _add_references(table, used, tag, f"{branch} tag {name}", lambda: False)
+            _add_references(reader, used, tag, f"{branch} tag {name}", lambda: False, seen_blocks)
             used.tags[key] = tag.id
         for changelog in _changelogs_of(manager, io, after=used.changelogs.get(branch)):
             path = io.join(manager.branch_root, paths.CHANGELOG_DIR, f"changelog-{changelog.id}")
-            _add_references(table, used, changelog, f"{branch} changelog {changelog.id}", _gone(io, path))
+            owner = f"{branch} changelog {changelog.id}"
+            _add_references(reader, used, changelog, owner, _gone(io, path), seen_blocks)
             used.changelogs[branch] = max(used.changelogs.get(branch) or 0, changelog.id)
     return used
 
@@ -278,28 +203,43 @@ def names_in_manifest(table: Table, name: str) -> set[str]:
     return set(table.manifest_file_names(name))
 
 
-def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], progress: Progress) -> int:
-    """Add the file names of ``manifests`` to ``used``; returns how many manifests were read."""
+def manifest_name_lists(
+    table: Table, used: UsedMetadata, manifests: list[str], progress: Progress
+) -> Iterator[list[str]]:
+    """The file names of each of ``manifests``, in order, applying the missing-manifest rule.
+
+    Bytes are fetched on ``read_parallelism`` threads from object stores and in order from a local
+    disk (where threads only contend for the GIL); names are decoded in the calling thread.
+    """
     progress.start("reading manifests for the used set", len(manifests))
     try:
-        fetched = table.parallel_imap(lambda n: (n, _fetch_or_none(table, n)), manifests)
-        from airflow_lakeformat.core.paimon import avro
+        if table.io.is_local:
+            fetched: Iterable[tuple[str, bytes | None]] = ((n, _fetch_or_none(table, n)) for n in manifests)
+        else:
+            fetched = table.parallel_imap(lambda n: (n, _fetch_or_none(table, n)), manifests)
+        from airflow_lakeformat.core.paimon import manifest_scan
 
-        # Paused: each collection would walk the listing's million candidates (bench/README.md).
+        # Paused: each collection would walk the listing's candidates (bench/README.md).
         with gc_paused():
             for name, data in fetched:
                 if data is None:
-                    owners = used.manifests.get(name, [])
+                    owners = _owners_of(table, used, name)
                     if owners and all(_owner_vanished(table, owner) for owner in owners):
                         used.skipped_vanished += 1
                         progress.advance()
                         continue
                     raise MissingMetadataError(table.io.uri(table.manifest_path(name)), ", ".join(owners[:3]))
-                used.names.update(avro.manifest_file_names(data, table.io.uri(table.manifest_path(name))))
+                yield manifest_scan.manifest_file_names(data, table.io.uri(table.manifest_path(name)))
                 progress.advance()
-        return len(manifests)
     finally:
         progress.finish()
+
+
+def read_manifest_names(table: Table, used: UsedMetadata, manifests: list[str], progress: Progress) -> int:
+    """Add the file names of ``manifests`` to ``used``; returns how many manifests were read."""
+    for names in manifest_name_lists(table, used, manifests, progress):
+        used.names.update(names)
+    return len(manifests)
 
 
 def _fetch_or_none(table: Table, name: str) -> bytes | None:
@@ -307,6 +247,20 @@ def _fetch_or_none(table: Table, name: str) -> bytes | None:
         return table.io.read_bytes(table.manifest_path(name))
     except FileNotFoundError:
         return None
+
+
+def _owners_of(table: Table, used: UsedMetadata, manifest: str) -> list[str]:
+    """Owners (snapshots, tags, changelogs) whose manifest lists name ``manifest``; an owner whose
+    lists cannot be read any more counts too (whether it vanished decides)."""
+    reader = MetadataReader(table)
+    owners = []
+    for owner, lists in used.owners.items():
+        try:
+            if any(ref.file_name == manifest for name in lists for ref in reader.manifest_list(name, owner)):
+                owners.append(owner)
+        except MissingMetadataError:
+            owners.append(owner)
+    return owners
 
 
 def _owner_vanished(table: Table, owner: str) -> bool:
@@ -331,6 +285,7 @@ class OrphanCleanupPlan:
     manifests_read: set[str]
     orphans: list[DeleteRequest]
     empty_directories: list[str]
+    candidates_in_use: int = 0
 
     def counts(self) -> tuple[dict[str, int], dict[str, int]]:
         return tally(self.orphans)
@@ -343,10 +298,12 @@ class OrphanCleanupPlan:
             "cutoff": self.cutoff,
             "filesListed": self.listing.files_listed,
             "directoriesListed": self.listing.directories_listed,
-            "candidates": len(self.listing.candidates),
+            "candidates": self.listing.candidate_count,
+            "agesRead": "all files" if self.listing.ages_read else "unused files",
             "tooRecent": self.listing.too_recent,
             "withoutModificationTime": self.listing.no_mtime,
-            "usedNames": len(self.used.names),
+            "usedMetadataNames": len(self.used.names),
+            "candidatesInUse": self.candidates_in_use,
             "manifestsRead": len(self.manifests_read),
             "snapshotsSeen": self.used.latest_ids,
             "tags": len(self.used.tags),
@@ -379,7 +336,7 @@ class OrphanCleanupResult:
             "dryRun": self.report.dry_run,
             "olderThanSeconds": self.plan.older_than.total_seconds(),
             "filesListed": self.plan.listing.files_listed,
-            "candidates": len(self.plan.listing.candidates),
+            "candidates": self.plan.listing.candidate_count,
             "orphans": len(self.plan.orphans),
             "files": dict(sorted(self.report.files.items())),
             "bytes": dict(sorted(self.report.bytes.items())),
@@ -436,27 +393,43 @@ def plan_orphan_cleanup(
     """List candidates, then collect the used set, then classify. Deletes nothing.
 
     ``on_phase`` is called with ``"listed"`` between the two steps (tests use it to commit
-    concurrently at the most dangerous moment).
+    concurrently at the most dangerous moment) and ``"collected"`` after the second.
     """
     check_older_than(table.uri, older_than, allow_short_older_than)
     now = clock()
     cutoff = now - older_than.total_seconds()
     directories, tree_dirs = candidate_directories(table)
     progress.start("listing candidate directories", len(directories))
-    parts = []
-    for part in table.parallel_imap(lambda d: list_candidates(table.io, d, cutoff), directories):
-        parts.append(part)
-        progress.advance()
+    if table.io.is_local:
+        # One thread: the per-file work holds the GIL, threads only convoy (bench/README.md).
+        listing = list_names(table.io, directories, cutoff)
+        progress.advance(len(directories))
+    else:
+        parts = []
+        for part in table.parallel_imap(lambda d: list_candidates(table.io, d, cutoff), directories):
+            parts.append(part)
+            progress.advance()
+        listing = merge_listings(parts)
     progress.finish()
-    listing = _merge_listings(parts)
     empty = old_empty_directories(table, tree_dirs, cutoff)
     if on_phase:
         on_phase("listed")
+    # The candidates' names no snapshot is known to use yet; every name read strikes one out.
+    unclaimed = set(listing.names)
     used = collect_used_metadata(table)
+    unclaimed.difference_update(used.names)
     manifests = sorted(used.manifests)
-    read_manifest_names(table, used, manifests, progress)
+    for names in manifest_name_lists(table, used, manifests, progress):
+        unclaimed.difference_update(names)
     if on_phase:
         on_phase("collected")
+    unused = [i for i, name in enumerate(listing.names) if name in unclaimed]
+    orphans = [
+        DeleteRequest(
+            _KIND_OF_LOCATION[listing.directories[listing.where[i]].kind], listing.path(i), listing.sizes[i]
+        )
+        for i in read_ages(listing, unused, cutoff)
+    ]
     return OrphanCleanupPlan(
         table_uri=table.uri,
         planned_at=now,
@@ -465,25 +438,10 @@ def plan_orphan_cleanup(
         listing=listing,
         used=used,
         manifests_read=set(manifests),
-        orphans=classify(listing.candidates, used.names),
+        orphans=orphans,
         empty_directories=empty,
+        candidates_in_use=len(listing.names) - len(unused),
     )
-
-
-def old_empty_directories(table: Table, tree_dirs: list[str], cutoff: float) -> list[str]:
-    """Bucket and partition directories that hold nothing and were last changed before ``cutoff``."""
-    if not table.io.is_local:
-        return []
-    import os
-
-    empty = []
-    for directory in tree_dirs:
-        try:
-            if not os.listdir(directory) and os.stat(directory).st_mtime < cutoff:
-                empty.append(directory)
-        except FileNotFoundError:
-            continue
-    return empty
 
 
 def refresh_used(table: Table, plan: OrphanCleanupPlan) -> set[str]:

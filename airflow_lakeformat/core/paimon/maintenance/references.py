@@ -1,20 +1,29 @@
-"""The metadata files a snapshot (or tag, or long-lived changelog) points at.
+"""The metadata files a snapshot (or tag, or long-lived changelog) points at, read once per run.
 
 Both deletion planners need the same answer: expiry to know which manifests a retained snapshot or a
 tag still uses, orphan cleanup to build its used set. A snapshot references its base, delta and
 changelog manifest lists, every manifest in them (plus their ``_EXTRA_FILES``), its index manifest
 and the index files that manifest lists, and its statistics file.
+
+Metadata file names are immutable (every write makes a new name), so a :class:`MetadataReader`
+keeps what it decoded by name for the length of one run: a manifest list, index manifest or
+manifest another snapshot or tag also references is read once. Manifest lists are decoded by
+:class:`~airflow_lakeformat.core.paimon.manifest_scan.ManifestListDecoder` (only the fields
+maintenance needs; the blocks many lists share decoded once). ``reads`` counts the files read by
+kind, which is how tests hold expiry to one read per file.
 """
 
 from __future__ import annotations
 
 import posixpath
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
 from airflow_lakeformat.core.paimon import avro, paths
-from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.manifest_scan import ManifestListDecoder, ManifestRef
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
 from airflow_lakeformat.core.paimon.table import Table
 
@@ -38,8 +47,8 @@ class SnapshotReferences:
 
     snapshot_id: int
     manifest_lists: dict[str, int | None] = field(default_factory=dict)
-    manifests: list[ManifestFileMeta] = field(default_factory=list)
-    changelog_manifests: list[ManifestFileMeta] = field(default_factory=list)
+    manifests: list[ManifestRef] = field(default_factory=list)
+    changelog_manifests: list[ManifestRef] = field(default_factory=list)
     index_manifest: str | None = None
     index_files: list[IndexFileRef] = field(default_factory=list)
     statistics: str | None = None
@@ -93,10 +102,97 @@ def decode_index_manifest(data: bytes, path: str) -> list[IndexFileRef]:
     return result
 
 
+class MetadataReader:
+    """One run's reads of a table's metadata: each manifest list, index manifest and (kept) manifest once."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.lists = ManifestListDecoder()
+        self._list_blocks: dict[str, tuple[int, ...]] = {}
+        self._index: dict[str, list[IndexFileRef]] = {}
+        self._manifests: dict[str, list[ManifestEntry]] = {}
+        self._snapshots: dict[int, Snapshot] = {}
+        self.reads: Counter[str] = Counter()  # files read, by kind
+        self.names: dict[str, set[str]] = {"manifest-list": set(), "manifest": set()}  # which ones
+
+    def snapshot(self, snapshot_id: int) -> Snapshot:
+        """A snapshot of the table's branch, read once (SnapshotNotFoundError if absent)."""
+        snapshot = self._snapshots.get(snapshot_id)
+        if snapshot is None:
+            snapshot = self.table.snapshot_manager.snapshot(snapshot_id)
+            self.reads["snapshot"] += 1
+            self._snapshots[snapshot_id] = snapshot
+        return snapshot
+
+    def list_blocks(self, name: str, referenced_by: str) -> tuple[int, ...]:
+        """The blocks of a manifest list (rows: ``self.lists.blocks[i]``); MissingMetadataError if absent."""
+        blocks = self._list_blocks.get(name)
+        if blocks is None:
+            data = self.table._read_metadata(name, referenced_by)
+            self.reads["manifest-list"] += 1
+            self.names["manifest-list"].add(name)
+            blocks = self.lists.decode(data, self.table.io.uri(self.table.manifest_path(name)))
+            self._list_blocks[name] = blocks
+        return blocks
+
+    def manifest_list(self, name: str, referenced_by: str) -> list[ManifestRef]:
+        return self.lists.refs(self.list_blocks(name, referenced_by))
+
+    def index_files(self, name: str, referenced_by: str) -> list[IndexFileRef]:
+        files = self._index.get(name)
+        if files is None:
+            path = self.table.manifest_path(name)
+            try:
+                data = self.table.io.read_bytes(path)
+            except FileNotFoundError as exc:
+                raise MissingMetadataError(self.table.io.uri(path), referenced_by) from exc
+            self.reads["index-manifest"] += 1
+            files = decode_index_manifest(data, self.table.io.uri(path))
+            self._index[name] = files
+        return files
+
+    def manifest(self, name: str, referenced_by: str) -> list[ManifestEntry]:
+        """A manifest's entries, decoded once and kept for the rest of the run."""
+        entries = self._manifests.get(name)
+        if entries is None:
+            entries = self.table.manifest(name, referenced_by)
+            self.reads["manifest"] += 1
+            self.names["manifest"].add(name)
+            self._manifests[name] = entries
+        return entries
+
+    def manifests(self, names: list[str], referenced_by: str) -> list[list[ManifestEntry]]:
+        """Many manifests' entries, in order: the ones not read yet are fetched on the table's
+        ``read_parallelism`` threads (object stores) and decoded here, then kept."""
+        missing = list(dict.fromkeys(n for n in names if n not in self._manifests))
+        if missing:
+            table = self.table
+            fetched = table.parallel_imap(lambda n: table._read_metadata(n, referenced_by), missing)
+            for name, data in zip(missing, fetched, strict=True):
+                self._manifests[name] = avro.decode_manifest(data, table.io.uri(table.manifest_path(name)))
+                self.reads["manifest"] += 1
+                self.names["manifest"].add(name)
+        return [self._manifests[n] for n in names]
+
+    def manifest_names(self, name: str, referenced_by: str) -> list[str]:
+        """The file names a manifest mentions (not kept: each manifest is asked for once)."""
+        entries = self._manifests.get(name)
+        if entries is not None:
+            return [n for e in entries for n in (e.file.file_name, *e.file.extra_files)]
+        self.reads["manifest"] += 1
+        self.names["manifest"].add(name)
+        return self.table.manifest_file_names(name, referenced_by)
+
+
 def snapshot_references(
-    table: Table, snapshot: Snapshot, *, missing_ok: bool = False, owner: str | None = None
+    table: Table,
+    snapshot: Snapshot,
+    *,
+    missing_ok: bool = False,
+    owner: str | None = None,
+    reader: MetadataReader | None = None,
 ) -> SnapshotReferences:
-    """Read a snapshot's manifest lists and index manifest (not its manifests).
+    """Read a snapshot's manifest lists and index manifest (not its manifests), through ``reader``.
 
     ``missing_ok`` is for snapshots being expired: a crashed earlier run may already have deleted
     their metadata, so a missing file reads as empty and is recorded in ``missing``. For anything
@@ -104,14 +200,15 @@ def snapshot_references(
     built from incomplete metadata would let live files be deleted.
     """
     owner = owner or f"snapshot {snapshot.id}"
+    reader = reader or MetadataReader(table)
     refs = SnapshotReferences(
         snapshot.id, statistics=snapshot.statistics, index_manifest=snapshot.index_manifest
     )
 
-    def read_list(name: str, size: int | None) -> list[ManifestFileMeta]:
+    def read_list(name: str, size: int | None) -> list[ManifestRef]:
         refs.manifest_lists[name] = size
         try:
-            return table.manifest_list(name, owner)
+            return reader.manifest_list(name, owner)
         except MissingMetadataError:
             if not missing_ok:
                 raise
@@ -125,15 +222,12 @@ def snapshot_references(
             snapshot.changelog_manifest_list, snapshot.changelog_manifest_list_size
         )
     if snapshot.index_manifest:
-        path = table.manifest_path(snapshot.index_manifest)
         try:
-            data = table.io.read_bytes(path)
-        except FileNotFoundError as exc:
+            refs.index_files = reader.index_files(snapshot.index_manifest, owner)
+        except MissingMetadataError:
             if not missing_ok:
-                raise MissingMetadataError(table.io.uri(path), owner) from exc
+                raise
             refs.missing.append(snapshot.index_manifest)
-        else:
-            refs.index_files = decode_index_manifest(data, table.io.uri(path))
     return refs
 
 
