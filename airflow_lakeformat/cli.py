@@ -240,7 +240,8 @@ def _duration(text: str) -> timedelta:
 
 def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
     if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
-        cli_iceberg.refuse(iceberg, "snapshot expiry")
+        return cli_iceberg.expire(iceberg, args, out)
+    cli_iceberg.refuse_iceberg_only_expire_flags(args)
     table = _open(args)
     result = expire_snapshots(
         table,
@@ -262,12 +263,13 @@ def cmd_expire(args: argparse.Namespace, out: TextIO) -> None:
 
 def cmd_remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
     if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
-        cli_iceberg.refuse(iceberg, "orphan cleanup")
+        return cli_iceberg.remove_orphans(iceberg, args, out)
+    cli_iceberg.refuse_iceberg_only_orphan_flags(args)
     table = _open(args)
     result = remove_orphan_files(
         table,
         dry_run=args.dry_run,
-        older_than=args.older_than,
+        older_than=DEFAULT_OLDER_THAN if args.older_than is None else args.older_than,
         allow_short_older_than=args.allow_short_older_than,
         progress=progress.for_stream(sys.stderr),
     )
@@ -445,30 +447,35 @@ def build_parser() -> argparse.ArgumentParser:
     expire.add_argument("--retain-max", type=int, metavar="N", help="default: snapshot.num-retained.max")
     expire.add_argument(
         "--older-than",
-        type=_duration,
+        type=cli_iceberg.older_than_argument,
         metavar="DURATION",
-        help="expire a snapshot only if its successor is older than this (default: snapshot.time-retained, 1 h)",
+        help="Paimon: expire a snapshot only if its successor is older than this (default: snapshot.time-retained, "
+        "1 h); Iceberg: expire snapshots older than this duration or ISO-8601 timestamp (default: "
+        "history.expire.max-snapshot-age-ms, 5 d)",
     )
     expire.add_argument(
         "--max-deletes", type=int, metavar="N", help="snapshots per run (default: snapshot.expire.limit, 50)"
     )
     expire.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    cli_iceberg.add_expire_arguments(expire)
     orphans = add("remove-orphans", cmd_remove_orphans, "delete old files no snapshot, tag or changelog uses")
     orphans.add_argument(
         "--older-than",
         type=_duration,
-        default=DEFAULT_OLDER_THAN,
+        default=None,
         metavar="DURATION",
-        help="only files older than this are candidates (default: 1 d; under 1 h needs --allow-short-older-than)",
+        help="only files older than this are candidates (default: Paimon 1 d, Iceberg 3 d; under 1 h "
+        "(Paimon) or 24 h (Iceberg) needs --allow-short-older-than)",
     )
     orphans.add_argument(
         "--allow-short-older-than",
         action="store_true",
-        help="accept --older-than under 1 h (only when no writer is running)",
+        help="accept --older-than under the floor (only when no writer is running)",
     )
     orphans.add_argument(
         "--dry-run", action="store_true", help="report what would be deleted, delete nothing"
     )
+    cli_iceberg.add_orphan_arguments(orphans)
 
     def add_commit_options(p: argparse.ArgumentParser) -> None:
         p.add_argument(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, TextIO
 
 from airflow_lakeformat.core import progress
@@ -179,3 +180,176 @@ def commit(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
         _emit(document, out)
         return
     out.write(f"committed snapshot {snapshot_id}: +{len(args.add)} files\n")
+
+
+# -- remove-orphans ---------------------------------------------------------------------------------
+
+_ORPHAN_ONLY_FLAGS = ("report", "equal_scheme", "equal_authority", "prefix_mismatch", "max_listed")
+
+
+def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``remove-orphans`` flags that only Iceberg tables take (Java's procedure arguments)."""
+    parser.add_argument(
+        "--report",
+        metavar="FILE",
+        help="Iceberg: write every deleted (dry run: would-be-deleted) path and why, one JSON line each",
+    )
+    parser.add_argument(
+        "--equal-scheme",
+        action="append",
+        metavar="FROM=TO",
+        help="Iceberg: schemes naming the same store (repeatable; s3a=s3 and s3n=s3 always apply)",
+    )
+    parser.add_argument(
+        "--equal-authority",
+        action="append",
+        metavar="FROM=TO",
+        help="Iceberg: authorities (buckets, name nodes) naming the same store (repeatable)",
+    )
+    parser.add_argument(
+        "--prefix-mismatch",
+        choices=("error", "ignore"),
+        default=None,
+        help="Iceberg: a listed file valid under another scheme or authority aborts the run (error, "
+        "default) or is kept (ignore); it is never deleted",
+    )
+    parser.add_argument(
+        "--max-listed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Iceberg: how many orphan paths --json lists (default 1000; --report has them all)",
+    )
+
+
+def refuse_iceberg_only_orphan_flags(args: argparse.Namespace) -> None:
+    """A Paimon table given an Iceberg-only ``remove-orphans`` flag: refused rather than ignored."""
+    given = [f"--{name.replace('_', '-')}" for name in _ORPHAN_ONLY_FLAGS if getattr(args, name, None)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only for Iceberg tables")
+
+
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        source, sep, target = value.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            raise ValueError(f"{flag} {value!r} is not of the form FROM=TO")
+        pairs[source.strip()] = target.strip()
+    return pairs
+
+
+def remove_orphans(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
+    """``remove-orphans``: Java's ``remove_orphan_files`` rules, stricter (``core/iceberg/orphans.py``)."""
+    from airflow_lakeformat.core.iceberg.orphans import (
+        DEFAULT_OLDER_THAN,
+        DEFAULT_SAMPLE_LIMIT,
+        remove_orphan_files,
+    )
+
+    result = remove_orphan_files(
+        table,
+        dry_run=args.dry_run,
+        older_than=DEFAULT_OLDER_THAN if args.older_than is None else args.older_than,
+        allow_short_older_than=args.allow_short_older_than,
+        equal_schemes=_pairs(args.equal_scheme, "--equal-scheme"),
+        equal_authorities=_pairs(args.equal_authority, "--equal-authority"),
+        prefix_mismatch=args.prefix_mismatch or "error",
+        report=args.report,
+        sample_limit=DEFAULT_SAMPLE_LIMIT if args.max_listed is None else max(0, args.max_listed),
+        progress=progress.for_stream(sys.stderr),
+    )
+    document = result.to_json()
+    if args.json:
+        _emit(document, out)
+        return
+    out.write(result.summary() + "\n")
+    for line in document["decisions"] + document["warnings"]:
+        out.write(f"  {line}\n")
+
+
+# -- expire ---------------------------------------------------------------------------------------
+
+_EXPIRE_ICEBERG_ONLY = ("retain_last", "snapshot_id", "clean_expired_metadata")
+_EXPIRE_PAIMON_ONLY = ("retain_max", "max_deletes")
+
+
+def older_than_argument(text: str) -> timedelta | str:
+    """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text)."""
+    from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+    from airflow_lakeformat.core.units import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        parse_older_than(text, 0)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return text
+
+
+def add_expire_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``expire`` flags that only Iceberg tables take (Java's ``expire_snapshots`` arguments)."""
+    parser.add_argument(
+        "--retain-last",
+        type=int,
+        metavar="N",
+        help="Iceberg: keep at least N ancestors of each branch head (default: "
+        "history.expire.min-snapshots-to-keep, 1); --retain-min means the same for Iceberg tables",
+    )
+    parser.add_argument(
+        "--snapshot-id",
+        type=int,
+        action="append",
+        metavar="ID",
+        help="Iceberg: expire this snapshot too, in addition to the age rule (repeatable)",
+    )
+    parser.add_argument(
+        "--clean-expired-metadata",
+        action="store_true",
+        help="Iceberg: also remove partition specs and schemas no remaining snapshot uses",
+    )
+
+
+def refuse_iceberg_only_expire_flags(args: argparse.Namespace) -> None:
+    """A Paimon table given an Iceberg-only ``expire`` flag or an ISO timestamp: refused rather than ignored."""
+    given = [f"--{name.replace('_', '-')}" for name in _EXPIRE_ICEBERG_ONLY if getattr(args, name, None)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only for Iceberg tables")
+    if isinstance(getattr(args, "older_than", None), str):
+        raise ValueError(
+            "--older-than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
+        )
+
+
+def expire(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
+    """``expire``: Java's ``expire_snapshots`` rules, deleting the files only expired snapshots reached
+    (``core/iceberg/expiry.py``)."""
+    from airflow_lakeformat.core.iceberg.expiry import expire_snapshots
+
+    given = [
+        f"--{name.replace('_', '-')}" for name in _EXPIRE_PAIMON_ONLY if getattr(args, name, None) is not None
+    ]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only for Paimon tables")
+    retain_last, retain_min = getattr(args, "retain_last", None), getattr(args, "retain_min", None)
+    if retain_last is not None and retain_min is not None and retain_last != retain_min:
+        raise ValueError("--retain-last and --retain-min are the same setting for Iceberg tables: give one")
+    result = expire_snapshots(
+        table,
+        dry_run=args.dry_run,
+        older_than=args.older_than,
+        retain_last=retain_last if retain_last is not None else retain_min,
+        snapshot_ids=args.snapshot_id or (),
+        clean_expired_metadata=args.clean_expired_metadata,
+        progress=progress.for_stream(sys.stderr),
+    )
+    document = result.to_json()
+    if args.json:
+        _emit(document, out)
+        return
+    out.write(result.summary() + "\n")
+    for line in document["decisions"] + document["warnings"]:
+        out.write(f"  {line}\n")

@@ -25,17 +25,19 @@ This module imports neither format at import time; each is loaded when a table o
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.formats import TableFormat, detect_format
 
 if TYPE_CHECKING:
+    from airflow_lakeformat.core.iceberg.expiry import IcebergExpiryPlan, IcebergExpiryResult
     from airflow_lakeformat.core.iceberg.manifest_compaction import (
         IcebergManifestCompactionResult,
         ManifestCompactionPlan,
     )
+    from airflow_lakeformat.core.iceberg.orphans import IcebergOrphanPlan, IcebergOrphanResult
     from airflow_lakeformat.core.iceberg.table import IcebergTable
     from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
         DataCompactionPlan,
@@ -290,11 +292,20 @@ class PaimonMaintenance:
         )
 
 
+def _retain_last(retain_last: int | None, retain_min: int | None) -> int | None:
+    """Iceberg's ``retain_last`` or its Paimon name ``retain_min`` (the same concept), not two different values."""
+    if retain_last is not None and retain_min is not None and retain_last != retain_min:
+        raise ValueError("retain_last and retain_min are the same setting for Iceberg tables: give one")
+    return retain_last if retain_last is not None else retain_min
+
+
 class IcebergMaintenance:
     """Maintenance of one Iceberg table.
 
-    Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor).
-    Expiry, orphan cleanup and data compaction of Iceberg tables are being built (issue 12); until each
+    Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor);
+    orphan cleanup Java's ``DeleteOrphanFilesSparkAction`` (``core/iceberg/orphans.py``), stricter.
+    Expiry follows Java's ``expire_snapshots`` (``core/iceberg/expiry.py``) and deletes the files only
+    expired snapshots reached. Data compaction of Iceberg tables is being built (issue 12); until it
     lands, calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
     """
 
@@ -306,15 +317,137 @@ class IcebergMaintenance:
             self.table.name, f"{operation} of Iceberg tables is not implemented yet"
         )
 
-    def expire_snapshots(self, **_: Any) -> Any:
-        raise self._not_yet("snapshot expiry")
+    def plan_expire_snapshots(
+        self,
+        *,
+        older_than: timedelta | datetime | str | None = None,
+        retain_last: int | None = None,
+        snapshot_ids: Sequence[int] = (),
+        clean_expired_metadata: bool = False,
+        retain_min: int | None = None,
+    ) -> IcebergExpiryPlan:
+        """The expiry plan (snapshots and refs removed, files only they reach by kind); changes nothing.
 
-    plan_expire_snapshots = expire_snapshots
+        Java's ``expire_snapshots`` rules (``core/iceberg/expiry.py``); per-ref retention
+        (``max-ref-age-ms``, ``max-snapshot-age-ms``, ``min-snapshots-to-keep``) overrides the arguments.
 
-    def remove_orphan_files(self, **_: Any) -> Any:
-        raise self._not_yet("orphan cleanup")
+        Args:
+            older_than: expire snapshots older than this: a ``timedelta`` before now, a ``datetime``, or text
+                (``"5 d"``, ``"2024-05-01T00:00:00Z"``); default ``history.expire.max-snapshot-age-ms`` (5 days).
+            retain_last: keep at least this many ancestors of each branch head
+                (``history.expire.min-snapshots-to-keep``, 1).
+            snapshot_ids: expire these snapshots too (in addition to the age rule, as Java does).
+            clean_expired_metadata: also drop partition specs and schemas no retained snapshot uses.
+            retain_min: the Paimon name of ``retain_last`` (give one of them).
+        """
+        from airflow_lakeformat.core.iceberg.expiry import plan_snapshot_expiry
 
-    plan_remove_orphan_files = remove_orphan_files
+        return plan_snapshot_expiry(
+            self.table,
+            older_than=older_than,
+            retain_last=_retain_last(retain_last, retain_min),
+            snapshot_ids=snapshot_ids,
+            clean_expired_metadata=clean_expired_metadata,
+        )
+
+    def expire_snapshots(
+        self,
+        *,
+        dry_run: bool = True,
+        older_than: timedelta | datetime | str | None = None,
+        retain_last: int | None = None,
+        snapshot_ids: Sequence[int] = (),
+        clean_expired_metadata: bool = False,
+        retain_min: int | None = None,
+        plan: IcebergExpiryPlan | None = None,
+    ) -> IcebergExpiryResult:
+        """Expire snapshots, commit, and delete the files only they reached (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, commit and delete nothing (default).
+            older_than, retain_last, snapshot_ids, clean_expired_metadata, retain_min: as for
+                :meth:`plan_expire_snapshots`.
+            plan: carry out this plan instead of planning again; it is re-checked against the table first.
+
+        Example:
+            >>> table.maintenance.expire_snapshots(older_than="7 d", retain_last=3, dry_run=False).summary()  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.iceberg.expiry import execute_snapshot_expiry
+
+        plan = plan or self.plan_expire_snapshots(
+            older_than=older_than,
+            retain_last=retain_last,
+            snapshot_ids=snapshot_ids,
+            clean_expired_metadata=clean_expired_metadata,
+            retain_min=retain_min,
+        )
+        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run)
+
+    def plan_remove_orphan_files(
+        self,
+        *,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        equal_schemes: Mapping[str, str] | None = None,
+        equal_authorities: Mapping[str, str] | None = None,
+        prefix_mismatch: Literal["error", "ignore"] = "error",
+    ) -> IcebergOrphanPlan:
+        """List the files under the table's location(s), then the valid set, then join; deletes nothing.
+
+        Java's ``DeleteOrphanFilesSparkAction`` rules (``core/iceberg/orphans.py``): candidates older than
+        ``older_than`` (3 days; under 24 h refused unless ``allow_short_older_than``), paths compared after
+        mapping ``s3a``/``s3n`` to ``s3``, a file valid under another scheme or authority aborts the run.
+        """
+        from airflow_lakeformat.core.iceberg.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
+
+        return plan_orphan_cleanup(
+            self.table,
+            older_than=DEFAULT_OLDER_THAN if older_than is None else older_than,
+            allow_short_older_than=allow_short_older_than,
+            equal_schemes=equal_schemes,
+            equal_authorities=equal_authorities,
+            prefix_mismatch=prefix_mismatch,
+        )
+
+    def remove_orphan_files(
+        self,
+        *,
+        dry_run: bool = True,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        equal_schemes: Mapping[str, str] | None = None,
+        equal_authorities: Mapping[str, str] | None = None,
+        prefix_mismatch: Literal["error", "ignore"] = "error",
+        report: str | None = None,
+        plan: IcebergOrphanPlan | None = None,
+    ) -> IcebergOrphanResult:
+        """Delete files no snapshot of any ref and no metadata file reaches (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, delete nothing (default).
+            older_than: only files older than this are candidates (default 3 days, Java's; under 24 hours
+                refused unless ``allow_short_older_than``).
+            allow_short_older_than: accept a short ``older_than`` (only when no writer is running).
+            equal_schemes: extra scheme equivalences over ``{"s3a": "s3", "s3n": "s3"}``.
+            equal_authorities: authority equivalences.
+            prefix_mismatch: ``"error"`` (abort when a listed file is valid under another scheme or
+                authority) or ``"ignore"`` (keep such files).
+            report: write every deleted (or, in a dry run, would-be-deleted) path and why, one JSON line each.
+            plan: delete this plan's orphans; every batch is re-checked against the re-loaded table first.
+
+        Example:
+            >>> open_table("s3://lake/wh/events").maintenance.remove_orphan_files(report="orphans.jsonl")  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.iceberg.orphans import execute_orphan_cleanup
+
+        plan = plan or self.plan_remove_orphan_files(
+            older_than=older_than,
+            allow_short_older_than=allow_short_older_than,
+            equal_schemes=equal_schemes,
+            equal_authorities=equal_authorities,
+            prefix_mismatch=prefix_mismatch,
+        )
+        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run, report=report)
 
     def plan_compact_manifests(
         self, mode: ManifestMode = "full", *, branch: str = "main", target_size_bytes: int | None = None
@@ -331,6 +464,7 @@ class IcebergMaintenance:
         dry_run: bool = False,
         branch: str = "main",
         target_size_bytes: int | None = None,
+        snapshot_properties: Mapping[str, str] | None = None,
     ) -> IcebergManifestCompactionResult:
         """Rewrite the branch head's data manifests and commit a ``replace`` snapshot (live files unchanged).
 
@@ -341,11 +475,18 @@ class IcebergMaintenance:
             dry_run: compute and encode the new manifests, store and commit nothing.
             branch: the branch whose head is compacted.
             target_size_bytes: default ``commit.manifest.target-size-bytes`` (8 MB).
+            snapshot_properties: extra summary properties of the ``replace`` snapshot (e.g. the commit
+                user, ``lakeformat.commit-user``).
         """
         from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
 
         return compact_manifests(
-            self.table, mode, dry_run=dry_run, branch=branch, target_size_bytes=target_size_bytes
+            self.table,
+            mode,
+            dry_run=dry_run,
+            branch=branch,
+            target_size_bytes=target_size_bytes,
+            snapshot_properties=snapshot_properties,
         )
 
     def compact_data(self, **_: Any) -> Any:

@@ -313,6 +313,18 @@ def test_dry_run_writes_nothing_and_reports_what_the_real_run_does(tmp_path: Pat
     )
 
 
+def test_snapshot_properties_join_the_replace_summary_without_overriding_its_own(tmp_path: Path) -> None:
+    table = many_manifests("sql", 2, tmp_path, appends=4, appends_after=0, deletes=False).table
+    totals = table.snapshot().summary["total-records"]  # type: ignore[union-attr]
+    extra = {"lakeformat.commit-user": "nightly-dag-task", "manifests-replaced": "999", "total-records": "0"}
+    result = compact_manifests(table, "full", snapshot_properties=extra)
+    summary = table.refresh().snapshot().summary  # type: ignore[union-attr]
+    assert result.snapshot_id is not None and summary.operation is Operation.REPLACE
+    assert summary["lakeformat.commit-user"] == "nightly-dag-task"
+    assert summary["manifests-replaced"] == str(result.manifests_rewritten) != "999"
+    assert summary["total-records"] == totals != "0"
+
+
 # -- split_offsets ---------------------------------------------------------------------------------
 
 

@@ -83,9 +83,12 @@ def test_iceberg_tables_open_and_refuse_what_is_not_built_yet(tmp_path: Path) ->
     assert dry.to_json()["manifestsBefore"] > dry.to_json()["manifestsAfter"] and plan is not None
     before = files_under(tmp_path / "t")
     with pytest.raises(UnsupportedFormatError, match="not implemented yet"):
-        table.maintenance.expire_snapshots(dry_run=False)
-    with pytest.raises(UnsupportedFormatError, match="not implemented yet"):
-        table.maintenance.remove_orphan_files()
+        table.maintenance.compact_data(dry_run=False)
+    expiry = table.maintenance.expire_snapshots(older_than=timedelta(0), retain_min=1)  # a dry run by default
+    assert expiry.to_json()["format"] == "iceberg" and expiry.to_json()["dryRun"] is True
+    assert expiry.to_json()["snapshotsExpired"] and "would expire" in expiry.summary()
+    orphans = table.maintenance.remove_orphan_files()  # implemented: a dry run by default
+    assert orphans.to_json()["format"] == "iceberg" and orphans.to_json()["dryRun"] is True
     assert files_under(tmp_path / "t") == before
 
 

@@ -11,7 +11,10 @@ Imports neither airflow, pyspark nor the Paimon modules of the core; only the fo
 * ``snapshots``, ``files``, ``inspect``, ``split_offsets``: the JSON documents;
 * ``commit`` (the retry loop) and ``write`` (append, add_files);
 * ``manifest_compaction`` (plan, commit a ``replace`` snapshot), ``manifest_rewrite`` (full: Java's
-  ``RewriteManifests``), ``manifest_merge`` (minor: ``ManifestMergeManager``), ``manifest_writer``.
+  ``RewriteManifests``), ``manifest_merge`` (minor: ``ManifestMergeManager``), ``manifest_writer``;
+* ``orphans`` (Java's ``DeleteOrphanFilesSparkAction``: plan, execute, audit report), ``orphan_listing``
+  (roots, ``<root>/`` boundary, hidden paths), ``orphan_valid`` (the valid set), ``location`` (Java's
+  ``FileURI`` normalisation).
 
 Submodules are imported on use (``from airflow_lakeformat.core.iceberg.catalog import open_table``), so
 importing the package loads nothing heavy.

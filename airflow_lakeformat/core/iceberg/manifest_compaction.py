@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -402,8 +402,10 @@ def _replace_snapshot(
     snapshot_id: int,
     store: ManifestStore,
     attempt: int,
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> tuple[tuple[TableUpdate, ...], tuple[TableRequirement, ...]]:
-    """Write the manifest list and build the updates and requirement of the ``replace`` commit."""
+    """Write the manifest list and build the updates and requirement of the ``replace`` commit; the
+    caller's ``snapshot_properties`` join the summary (the computed keys win over a clash)."""
     sequence_number = metadata.next_sequence_number()
     location = store.manifest_list_location(snapshot_id, attempt)
     output = _MemoryOutputFile(location)
@@ -419,6 +421,7 @@ def _replace_snapshot(
         writer.add_manifests(list(plan.manifests_after))
     store.put(location, output.buffer.getvalue())
     properties = {
+        **{str(k): str(v) for k, v in (snapshot_properties or {}).items()},
         "manifests-created": str(len(plan.created)),
         "manifests-kept": str(len(plan.kept)),
         "manifests-replaced": str(len(plan.replaced)),
@@ -493,6 +496,7 @@ def compact_manifests(
     branch: str = MAIN_BRANCH,
     target_size_bytes: int | None = None,
     policy: RetryPolicy | None = None,
+    snapshot_properties: Mapping[str, str] | None = None,
 ) -> IcebergManifestCompactionResult:
     """Compact the data manifests of the head of ``branch`` and commit a ``replace`` snapshot.
 
@@ -504,6 +508,8 @@ def compact_manifests(
         branch: The branch to compact (default ``main``).
         target_size_bytes: Manifest target size (default: ``commit.manifest.target-size-bytes``, 8 MiB).
         policy: Commit retry policy (default: the table's ``commit.retry.*``).
+        snapshot_properties: Extra summary properties of the ``replace`` snapshot, e.g. the commit user
+            ``{"lakeformat.commit-user": "airflow-dag-task"}`` (the operation's own keys win over a clash).
 
     Returns:
         The result; ``snapshot_id`` is the new snapshot, None in a dry run or when nothing changed.
@@ -547,7 +553,7 @@ def compact_manifests(
                 assert head is not None
                 validate_replace(plan, plan.manifests_before)
                 updates, requirements = _replace_snapshot(
-                    metadata, head, plan, snapshot_id, store, attempts.count
+                    metadata, head, plan, snapshot_id, store, attempts.count, snapshot_properties
                 )
                 tx._apply(updates, requirements)
                 attempts.snapshot_id = snapshot_id

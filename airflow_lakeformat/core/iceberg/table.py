@@ -5,7 +5,7 @@ this wrapper adds what the core needs around it: a display name for messages and
 core's fsspec :class:`~airflow_lakeformat.core.io.FileIO` on the table root (listings and exclusive
 creates, which pyiceberg's FileIO lacks), snapshot/ref resolution with typed errors, a read-only flag
 for tables opened from a ``*.metadata.json`` file, and the thread pool manifest reads fan out on
-(the same shape as the Paimon ``core/table.py`` ``parallel_map``).
+(the same shape as the Paimon ``core/paimon/table.py`` ``parallel_map``).
 """
 
 from __future__ import annotations

@@ -41,12 +41,27 @@ def _prefix(d: Mapping[str, Any]) -> str:
 
 
 def _expire(d: Mapping[str, Any]) -> str:
+    if d.get("format") == "iceberg":
+        return _expire_iceberg(d)
     expired = d.get("snapshotsExpired") or []
     verb = "would expire" if d.get("dryRun") else "expired"
     span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
     deleted = "to delete" if d.get("dryRun") else "deleted"
     return (
         f"{verb} {span} (earliest now {d.get('earliestAfter')}, latest {d.get('latest')}); "
+        f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
+    )
+
+
+def _expire_iceberg(d: Mapping[str, Any]) -> str:
+    """Iceberg snapshot ids are random, so the line counts them instead of showing a range."""
+    expired = d.get("snapshotsExpired") or []
+    verb = "would expire" if d.get("dryRun") else "expired"
+    refs = sorted(d.get("refsRemoved") or {})
+    removed = f", {'remove' if d.get('dryRun') else 'removed'} refs {', '.join(refs)}" if refs else ""
+    deleted = "to delete" if d.get("dryRun") else "deleted"
+    return (
+        f"{verb} {len(expired)} of {d.get('snapshotsBefore')} snapshots{removed}; "
         f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
     )
 

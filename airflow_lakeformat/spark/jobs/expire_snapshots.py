@@ -2,6 +2,11 @@
 
     spark-submit expire_snapshots.py --table URI [--retain-min N] [--retain-max N]
         [--older-than DURATION] [--max-deletes N] [--dry-run] [--parallelism N] [--result PATH]
+        [--retain-last N] [--snapshot-id ID ...] [--clean-expired-metadata]  (Iceberg)
+
+An Iceberg table (detected from its files) runs :mod:`airflow_lakeformat.spark.iceberg_expiry`: Java's
+``expire_snapshots`` rules, manifest reads and deletes on executors, the plan and the commit on the driver.
+What follows is the Paimon table's run.
 
 The driver plans with the driver-side operation's planner
 (:func:`~airflow_lakeformat.core.paimon.maintenance.expiry.plan_snapshot_expiry`, ``data_files=False``);
@@ -42,10 +47,12 @@ from airflow_lakeformat.core.paimon.maintenance.expiry import (
     protected_data_names,
     protection_of,
 )
+from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader
 from airflow_lakeformat.core.paimon.manifest import ManifestEntry
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.units import parse_duration
+from airflow_lakeformat.spark import iceberg_expiry
 from airflow_lakeformat.spark.deleting import fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job
 
@@ -54,14 +61,22 @@ DATA_TASK = "deleting data files of expired snapshots"
 
 # What a task returns for one snapshot: (id, pickled marks with entry records, warnings, lists read,
 # manifests read). Records travel instead of ManifestEntry objects: a record is plain data.
-SnapshotMarks = tuple[int, bytes, list[str], int, int]
+# (snapshot id, pickled marks, warnings, the manifest lists read, the manifests read)
+SnapshotMarks = tuple[int, bytes, list[str], list[str], list[str]]
 
 
-def _duration(text: str) -> timedelta:
+def _duration(text: str) -> timedelta | str:
+    """A duration; for Iceberg tables also an ISO-8601 timestamp (kept as text, refused for Paimon)."""
     try:
         return parse_duration(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
+        from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+
+        try:
+            parse_older_than(text, 0)
+        except ValueError:
+            raise argparse.ArgumentTypeError(str(exc)) from exc
+        return text
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -76,6 +91,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-deletes", type=int, metavar="N", help="snapshots per run (default: snapshot.expire.limit, 50)"
     )
+    iceberg_expiry.add_arguments(parser)
 
 
 # -- executors -----------------------------------------------------------------------------------
@@ -93,8 +109,8 @@ def read_marks(
             snapshot_id,
             pickle.dumps(marks, protocol=pickle.HIGHEST_PROTOCOL),
             found.warnings,
-            found.manifest_lists_read,
-            found.manifests_read,
+            found.lists_read,
+            found.manifests_read_names,
         )
 
 
@@ -129,12 +145,17 @@ def _data_phase_requests(context: JobContext, table: Table, plan: SnapshotExpiry
             (key, order, deleted, ManifestEntry(record)) for key, order, deleted, record in pickle.loads(blob)
         ]
         warnings += found_warnings
-        plan.manifest_lists_read += lists_read
-        plan.manifests_read += manifests_read
+        plan.lists_read.update(lists_read)
+        plan.manifests_read_names.update(manifests_read)
     # The planner ran the later steps already; step 1's warnings come first, as in a driver-side plan.
     plan.warnings[:0] = warnings
     marked, plan.kept_readded = fold_marks(marks)
-    protected = protected_data_names(table, protection_of(table)[1]) if marked else set()
+    reader = MetadataReader(table)
+    protected = protected_data_names(table, protection_of(table)[1], reader) if marked else set()
+    # Each file counts once, wherever it was read, as in the driver-side plan.
+    plan.lists_read |= reader.names["manifest-list"]
+    plan.manifests_read_names |= reader.names["manifest"]
+    plan.manifest_lists_read, plan.manifests_read = len(plan.lists_read), len(plan.manifests_read_names)
     to_delete = [e for e in marked if e.file.file_name not in protected]
     plan.kept_by_tags_or_branches = len(marked) - len(to_delete)
     return data_file_requests(table, to_delete, "data-file", DataFilePaths(table.schema))
@@ -142,6 +163,9 @@ def _data_phase_requests(context: JobContext, table: Table, plan: SnapshotExpiry
 
 def run(context: JobContext) -> dict[str, Any]:
     args = context.args
+    if iceberg_expiry.is_iceberg(args.table, context.executor_options):
+        return iceberg_expiry.run(context)
+    iceberg_expiry.refuse_iceberg_only_arguments(args)
     table = context.open_table()
     plan = plan_snapshot_expiry(
         table,

@@ -2,6 +2,11 @@
 
     spark-submit remove_orphan_files.py --table URI [--older-than DURATION] [--allow-short-older-than]
         [--dry-run] [--parallelism N] [--result PATH]
+        [--equal-scheme FROM=TO] [--equal-authority FROM=TO] [--prefix-mismatch error|ignore]  (Iceberg)
+
+An Iceberg table (detected from its files) runs :mod:`airflow_lakeformat.spark.iceberg_orphans`: Java's
+``DeleteOrphanFilesSparkAction`` rules, listing and deletes on executors, the valid set on the driver.
+What follows is the Paimon table's run.
 
 The same safety rules as the driver-side operation
 (:func:`~airflow_lakeformat.core.paimon.maintenance.orphans.remove_orphan_files`), built from its blocks:
@@ -39,7 +44,8 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
-from airflow_lakeformat.core.errors import DeletionFailedError, MissingMetadataError
+from airflow_lakeformat.core.errors import DeletionFailedError, LakeformatError, MissingMetadataError
+from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import (
     DeleteRequest,
@@ -66,6 +72,7 @@ from airflow_lakeformat.core.paimon.maintenance.orphans import (
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS
 from airflow_lakeformat.core.units import parse_duration
+from airflow_lakeformat.spark import iceberg_orphans
 from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext, run_job
 
@@ -92,15 +99,17 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--older-than",
         type=_duration,
-        default=DEFAULT_OLDER_THAN,
+        default=None,
         metavar="DURATION",
-        help="only files older than this are candidates (default: 1 d; under 1 h needs --allow-short-older-than)",
+        help="only files older than this are candidates (default: Paimon 1 d, Iceberg 3 d; under 1 h "
+        "(Paimon) or 24 h (Iceberg) needs --allow-short-older-than)",
     )
     parser.add_argument(
         "--allow-short-older-than",
         action="store_true",
-        help="accept --older-than under 1 h (only when no writer is running)",
+        help="accept --older-than under the floor (only when no writer is running)",
     )
+    iceberg_orphans.add_arguments(parser)
 
 
 # -- executors -----------------------------------------------------------------------------------
@@ -234,10 +243,23 @@ def _sum_counts(a: ListingCounts, b: ListingCounts) -> ListingCounts:
     return (a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], a[4] + b[4])
 
 
+def _is_iceberg(uri: str, options: dict[str, Any]) -> bool:
+    """Iceberg tables take :mod:`airflow_lakeformat.spark.iceberg_orphans`; anything else stays Paimon's
+    (whose own errors name a missing table)."""
+    try:
+        return detect_format(uri, storage_options=options) == "iceberg"
+    except LakeformatError:
+        return False
+
+
 def run(context: JobContext) -> dict[str, Any]:
     from pyspark import StorageLevel
 
     args = context.args
+    if _is_iceberg(args.table, context.executor_options):
+        return iceberg_orphans.run(context)
+    if args.older_than is None:
+        args.older_than = DEFAULT_OLDER_THAN
     uri, options = args.table, context.executor_options
     table = context.open_table()
     check_older_than(table.uri, args.older_than, args.allow_short_older_than)

@@ -1,0 +1,561 @@
+"""Iceberg orphan-file cleanup: Java's ``DeleteOrphanFilesSparkAction`` (1.10.2), as safe and stricter.
+
+Algorithm (reference sections 3b, 4.1, 4.2; Java ``spark/v3.5/.../actions/DeleteOrphanFilesSparkAction.java``,
+``core/.../actions/FileURI.java``, ``ReachableFileUtil``):
+
+1. **Guards first.** ``gc.enabled=false`` refuses, as Java does. ``older_than`` defaults to 3 days (Java's
+   default); under 24 hours is refused unless ``allow_short_older_than`` (Java's procedure refuses it
+   outright outside ``spark.testing``). A real run on a read-only table (opened from a
+   ``*.metadata.json``, which may not be current) is refused.
+2. **List candidates before reading the valid set** (``orphan_listing``): every non-hidden file older
+   than the cutoff under the table location (and ``write.data.path`` / ``write.metadata.path``), each
+   root listed as ``<root>/`` so a sibling ``events_v2`` is never reached (apache/iceberg PR #12254).
+3. **Then the valid set**, from the table re-loaded after the listing: every file reachable from every
+   snapshot (all refs' snapshots are in ``snapshots``): manifest lists, manifests, live data and delete
+   files (deletion-vector Puffin files included), plus statistics and partition-statistics files, the
+   current metadata file, every ``metadata-log`` entry, and ``<metadata dir>/version-hint.text``
+   (``ReachableFileUtil``; Java's ``validFileIdentDS``). Unreadable metadata (a truncated manifest
+   list, a missing manifest) is a typed error and nothing is deleted; a file that went missing because a
+   concurrent expiry removed its snapshot meanwhile is skipped after re-loading the table.
+4. **Join on normalised paths** (``location``): schemes and authorities mapped (``s3a``/``s3n`` -> ``s3``),
+   a valid file under another scheme or authority is a prefix mismatch: ``error`` (default, Java's
+   ``PrefixMismatchMode.ERROR``) aborts before anything is deleted; ``ignore`` keeps the file. Java's
+   ``DELETE`` mode is not offered.
+5. **Delete through the one deletion module** (``core/maintenance/deletion.py``): batches of up to 1,000
+   (one S3 ``DeleteObjects`` each), bounded concurrency, retries. Before each batch the table is re-loaded;
+   new snapshots and metadata files are folded into the valid set, and a file that became valid (or
+   mismatched) is kept. A dry run goes through the same batches and re-checks, deleting nothing.
+6. **Audit trail**: the result lists the orphans (up to ``sample_limit``, plus the count); ``report``
+   writes one JSON line per orphan: path, kind, size, last modification, what happened and why.
+
+Example:
+    >>> from airflow_lakeformat.core.iceberg.catalog import open_table
+    >>> table = open_table("s3://lake/wh/db/events")  # doctest: +SKIP
+    >>> plan = plan_orphan_cleanup(table)  # doctest: +SKIP
+    >>> result = execute_orphan_cleanup(table, plan, dry_run=False, report="/tmp/orphans.jsonl")  # doctest: +SKIP
+    >>> result.summary()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError
+from airflow_lakeformat.core.iceberg.location import (
+    PREFIX_MISMATCH_MODES,
+    LocationNormaliser,
+    PrefixMismatch,
+    PrefixMismatchMode,
+)
+from airflow_lakeformat.core.iceberg.orphan_listing import (
+    ListedFile,
+    ListingRoot,
+    TreeListing,
+    actual_uri,
+    hidden_filter_for,
+    list_roots,
+    listing_roots,
+)
+from airflow_lakeformat.core.iceberg.orphan_valid import ValidSet, collect_valid, refresh_if_changed
+from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
+from airflow_lakeformat.core.maintenance.results import summary
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
+
+Clock = Callable[[], float]
+
+#: Java's default ``olderThan`` (``DeleteOrphanFilesSparkAction``: now - 3 days).
+DEFAULT_OLDER_THAN = timedelta(days=3)
+#: Under this, a run needs ``allow_short_older_than`` (the procedure's 24-hour check).
+MINIMUM_OLDER_THAN = timedelta(hours=24)
+#: How many orphan paths the JSON result lists; the report file has all of them.
+DEFAULT_SAMPLE_LIMIT = 1000
+GC_ENABLED = "gc.enabled"
+READ_ONLY_WARNING = (
+    "the table was opened from a metadata file, which may not be the current one: a dry run only"
+)
+
+
+class PrefixMismatchError(MaintenanceRefusedError):
+    """Listed files are valid under another scheme or authority (Java's ``PrefixMismatchMode.ERROR``).
+
+    Raised before anything is deleted (or, when a re-check finds one, before the next batch). Declare the
+    spellings equal (``equal_schemes`` / ``equal_authorities``) if they name the same store, or pass
+    ``prefix_mismatch="ignore"`` to keep such files and clean the rest.
+    """
+
+    def __init__(self, location: str, mismatches: list[PrefixMismatch]) -> None:
+        shown = "; ".join(f"{m.actual} vs valid {m.valid}" for m in mismatches[:5])
+        more = f" (and {len(mismatches) - 5} more)" if len(mismatches) > 5 else ""
+        super().__init__(
+            location,
+            f"{len(mismatches)} listed file(s) are referenced under another scheme or authority: "
+            f"{shown}{more}. The run stopped before deleting anything more; declare the spellings equal "
+            "(--equal-scheme / "
+            "--equal-authority) or use --prefix-mismatch ignore to keep them",
+        )
+        self.mismatches = mismatches
+
+
+@dataclass
+class IcebergOrphanPlan:
+    """What a cleanup would delete, computed by :func:`plan_orphan_cleanup`; nothing has been deleted."""
+
+    table_name: str
+    planned_at: float
+    older_than: timedelta
+    cutoff: float
+    roots: list[ListingRoot]
+    metadata_dir: str
+    listing: TreeListing
+    valid: ValidSet
+    orphans: list[DeleteRequest]
+    mtimes: dict[str, float]
+    mismatches: list[PrefixMismatch]
+    prefix_mismatch: PrefixMismatchMode
+    decisions: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def counts(self) -> tuple[dict[str, int], dict[str, int]]:
+        return tally(self.orphans)
+
+    def to_json(self, sample_limit: int = DEFAULT_SAMPLE_LIMIT) -> dict[str, Any]:
+        files, sizes = self.counts()
+        return {
+            "operation": "remove-orphan-files",
+            "format": "iceberg",
+            "table": self.table_name,
+            "dryRun": True,
+            "olderThanSeconds": self.older_than.total_seconds(),
+            "cutoff": _iso(self.cutoff),
+            "locations": [r.location for r in self.roots],
+            **self.listing.counts_json(),
+            "validFiles": len(self.valid.locations),
+            "orphans": len(self.orphans),
+            "orphanPaths": _sample(self, sample_limit),
+            "orphanPathsTruncated": len(self.orphans) > sample_limit,
+            "prefixMismatches": [
+                {"path": m.actual, "valid": m.valid} for m in self.mismatches[:sample_limit]
+            ],
+            "files": files,
+            "bytes": sizes,
+            **self.valid.counts_json(),
+            "decisions": list(self.decisions),
+            "warnings": list(self.warnings),
+        }
+
+
+def _human(duration: timedelta) -> str:
+    seconds = int(duration.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds and seconds % size == 0:
+            return f"{seconds // size} {unit}"
+    return f"{seconds} s"
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _sample(plan: IcebergOrphanPlan, limit: int) -> list[str]:
+    return [plan.valid.io.uri(r.path) for r in plan.orphans[:limit]]
+
+
+@dataclass
+class IcebergOrphanResult:
+    """The outcome of :func:`execute_orphan_cleanup`: the plan, what the deleter did, and the audit file."""
+
+    plan: IcebergOrphanPlan
+    report: DeletionReport
+    kept_by_recheck: list[str]
+    report_path: str | None
+    duration_seconds: float
+    sample_limit: int = DEFAULT_SAMPLE_LIMIT
+
+    def summary(self) -> str:
+        """One line: what was listed, found orphaned and (or would be) deleted."""
+        return summary(self.to_json())
+
+    def to_json(self) -> dict[str, Any]:
+        """The result document (``lakeformat remove-orphans --json``), the Paimon result's shape."""
+        document = self.plan.to_json(self.sample_limit)
+        document.update(
+            {
+                "dryRun": self.report.dry_run,
+                "files": dict(sorted(self.report.files.items())),
+                "bytes": dict(sorted(self.report.bytes.items())),
+                "bytesFreed": 0 if self.report.dry_run else self.report.total_bytes,
+                "keptByRecheck": self.report.skipped_by_guard,
+                "alreadyMissing": self.report.already_missing,
+                "failed": [f.path for f in self.report.failed],
+                "report": self.report_path,
+                "durationSeconds": round(self.duration_seconds, 3),
+            }
+        )
+        return document
+
+
+def check_older_than(location: str, older_than: timedelta, allow_short: bool) -> None:
+    """Refuse a negative ``older_than``, and one under 24 hours without the explicit override."""
+    if older_than < timedelta(0):
+        raise MaintenanceRefusedError(location, "older_than must not be negative (files from the future)")
+    if older_than < MINIMUM_OLDER_THAN and not allow_short:
+        raise MaintenanceRefusedError(
+            location,
+            f"older_than {_human(older_than)} is under {MINIMUM_OLDER_THAN.total_seconds() / 3600:g} h: files of running "
+            "writers (written, "
+            "not yet committed) could be deleted; pass the explicit override (allow_short_older_than / "
+            "--allow-short-older-than) only if no writer is running",
+        )
+
+
+def check_gc_enabled(table: IcebergTable) -> None:
+    """Java refuses every file-deleting action when ``gc.enabled`` is false; so do we."""
+    if str(table.metadata.properties.get(GC_ENABLED, "true")).strip().lower() == "false":
+        raise MaintenanceRefusedError(
+            table.name, "gc.enabled is false (deleting files may corrupt other tables sharing them)"
+        )
+
+
+def kind_of(path: str, metadata_dir: str, data_dirs: tuple[str, ...]) -> str:
+    """What an orphan looks like, by where it sits and its name (orphans have no metadata to say so):
+    ``data-file`` under a data directory, ``metadata-json``, ``manifest-list``, ``manifest``,
+    ``statistics`` or ``metadata-other`` under the metadata directory, else ``other-file``."""
+    name = posixpath.basename(path)
+    if path.startswith(metadata_dir.rstrip("/") + "/"):
+        if name.endswith((".metadata.json", ".metadata.json.gz")):
+            return "metadata-json"
+        if name.startswith("snap-") and name.endswith(".avro"):
+            return "manifest-list"
+        if name.endswith(".avro"):
+            return "manifest"
+        if name.endswith((".puffin", ".stats")):
+            return "statistics"
+        return "metadata-other"
+    if any(path.startswith(d.rstrip("/") + "/") for d in data_dirs):
+        return "data-file"
+    return "other-file"
+
+
+def plan_orphan_cleanup(
+    table: IcebergTable,
+    *,
+    older_than: timedelta = DEFAULT_OLDER_THAN,
+    allow_short_older_than: bool = False,
+    equal_schemes: Mapping[str, str] | None = None,
+    equal_authorities: Mapping[str, str] | None = None,
+    prefix_mismatch: PrefixMismatchMode = "error",
+    clock: Clock = time.time,
+    progress: Progress = NO_PROGRESS,
+    on_phase: Callable[[str], None] | None = None,
+) -> IcebergOrphanPlan:
+    """List candidates, then read the valid set, then join. Deletes nothing.
+
+    Args:
+        table: the table (re-loaded after the listing, so the valid set is never older than it).
+        older_than: only files last modified before ``now - older_than`` are candidates (default 3 days).
+        allow_short_older_than: accept ``older_than`` under 24 hours (only when no writer is running).
+        equal_schemes: extra scheme equivalences over ``{"s3a": "s3", "s3n": "s3"}``.
+        equal_authorities: authority equivalences (none by default).
+        prefix_mismatch: ``"error"`` (default: abort when a listed file is valid under another scheme or
+            authority) or ``"ignore"`` (keep such files).
+        clock: the time source (epoch seconds).
+        progress: progress reporter.
+        on_phase: called with ``"listed"`` between listing and valid set (tests commit there).
+
+    Returns:
+        The plan: the orphans as delete requests, the listing counts, the valid set.
+
+    Raises:
+        MaintenanceRefusedError: an unsafe request (see the module docstring); nothing was deleted.
+        PrefixMismatchError: in ``error`` mode, files valid under another scheme or authority.
+        CorruptMetadataError: metadata that cannot be read (``MissingMetadataError`` for a missing file).
+
+    Example:
+        >>> plan = plan_orphan_cleanup(table, older_than=timedelta(days=7))  # doctest: +SKIP
+        >>> len(plan.orphans), plan.counts()  # doctest: +SKIP
+    """
+    if prefix_mismatch not in PREFIX_MISMATCH_MODES:
+        raise ValueError(f"prefix_mismatch must be one of {PREFIX_MISMATCH_MODES}, not {prefix_mismatch!r}")
+    check_older_than(table.name, older_than, allow_short_older_than)
+    check_gc_enabled(table)
+    normaliser = LocationNormaliser(equal_schemes, equal_authorities)
+    metadata = table.metadata
+    roots, metadata_dir, decisions = listing_roots(
+        table.io,
+        metadata.location,
+        dict(metadata.properties),
+        table.metadata_location,
+        normaliser,
+        table.name,
+    )
+    now = clock()
+    cutoff = now - older_than.total_seconds()
+    warnings: list[str] = []
+    if table.read_only:
+        warnings.append(READ_ONLY_WARNING)
+    progress.start("listing the table's files", None)
+    try:
+        listing = list_roots(table.io, roots, cutoff, hidden_filter_for(metadata), _thread_map(table))
+    finally:
+        progress.finish()
+    if on_phase:
+        on_phase("listed")
+    refresh_if_changed(table)  # the valid set comes from metadata at least as new as the listing
+    check_gc_enabled(table)
+    valid = ValidSet(table.io, normaliser, metadata_dir)
+    collect_valid(table, valid, progress)
+    if on_phase:
+        on_phase("collected")
+    data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
+    orphans, mtimes, mismatches = classify(table, valid, listing.candidates, metadata_dir, data_dirs)
+    if mismatches and prefix_mismatch == "error":
+        raise PrefixMismatchError(table.name, mismatches)
+    warnings += plan_warnings(listing, len(orphans), len(mismatches))
+    decisions.append(candidates_decision(cutoff, older_than, roots))
+    return IcebergOrphanPlan(
+        table_name=table.name,
+        planned_at=now,
+        older_than=older_than,
+        cutoff=cutoff,
+        roots=roots,
+        metadata_dir=metadata_dir,
+        listing=listing,
+        valid=valid,
+        orphans=orphans,
+        mtimes=mtimes,
+        mismatches=mismatches,
+        prefix_mismatch=prefix_mismatch,
+        decisions=decisions,
+        warnings=warnings,
+    )
+
+
+def plan_warnings(listing: TreeListing, orphans: int, mismatches: int) -> list[str]:
+    """The warnings a plan carries (shared with the Spark job, so both report alike)."""
+    warnings = []
+    if mismatches:
+        warnings.append(f"{mismatches} file(s) valid under another scheme or authority were kept")
+    if listing.no_mtime:
+        warnings.append(f"{listing.no_mtime} file(s) without a modification time were kept")
+    if orphans > 100 and orphans * 2 > listing.files_listed:
+        warnings.append(
+            f"{orphans} of {listing.files_listed} listed files are orphaned: check that the table "
+            "location and the paths in its metadata name the same store"
+        )
+    return warnings
+
+
+def candidates_decision(cutoff: float, older_than: timedelta, roots: list[ListingRoot]) -> str:
+    """The decision line saying what was a candidate."""
+    return (
+        f"candidates: files modified before {_iso(cutoff)} (older than {_human(older_than)}) under "
+        + ", ".join(r.location.rstrip("/") + "/" for r in roots)
+    )
+
+
+def _thread_map(table: IcebergTable) -> Callable[[Callable[[Any], Any], Any], Any]:
+    return lambda fn, items: table.parallel_imap(fn, list(items))
+
+
+def classify(
+    table: IcebergTable,
+    valid: ValidSet,
+    candidates: list[ListedFile],
+    metadata_dir: str,
+    data_dirs: tuple[str, ...] = (),
+) -> tuple[list[DeleteRequest], dict[str, float], list[PrefixMismatch]]:
+    """The anti-join: candidates no valid location matches (and the prefix mismatches)."""
+    orphans: list[DeleteRequest] = []
+    mtimes: dict[str, float] = {}
+    mismatches: list[PrefixMismatch] = []
+    io = table.io
+    for candidate in sorted(candidates, key=lambda c: c.path):
+        uri = actual_uri(io, candidate.path)
+        verdict = valid.locations.classify(uri)
+        if verdict == "orphan":
+            kind = kind_of(candidate.path, metadata_dir, data_dirs)
+            orphans.append(DeleteRequest(kind, candidate.path, candidate.size))
+            mtimes[candidate.path] = candidate.mtime
+        elif verdict == "mismatch":
+            mismatches.append(PrefixMismatch(uri.render(), valid.spelling(uri.path)))
+    return orphans, mtimes, mismatches
+
+
+def execute_orphan_cleanup(
+    table: IcebergTable,
+    plan: IcebergOrphanPlan,
+    *,
+    dry_run: bool = True,
+    report: str | None = None,
+    deleter: FileDeleter | None = None,
+    progress: Progress = NO_PROGRESS,
+    sample_limit: int = DEFAULT_SAMPLE_LIMIT,
+) -> IcebergOrphanResult:
+    """Delete the plan's orphans (a dry run unless ``dry_run=False``), re-checking each batch first.
+
+    Args:
+        table: the table the plan was made for.
+        plan: from :func:`plan_orphan_cleanup`.
+        dry_run: go through the batches and re-checks, delete nothing (default).
+        report: write one JSON line per orphan here (local path or fsspec URL): path, kind, size,
+            lastModified, action (``deleted``, ``would-delete``, ``kept``, ``failed``, ``not-attempted``, or
+            ``submitted`` when a later batch stopped the run), reason.
+        deleter: the deleter to use (default: the table's FileIO, batches of 1,000).
+        progress: progress reporter.
+        sample_limit: how many orphan paths the JSON result lists.
+
+    Raises:
+        MaintenanceRefusedError: a real run on a read-only table.
+        DeletionFailedError: files that could not be deleted after retries (the report is written first).
+    """
+    started = time.monotonic()
+    if not dry_run and table.read_only:
+        raise MaintenanceRefusedError(
+            table.name,
+            "the table was opened from a metadata file, which may not be the current one; open the "
+            "table root or the catalog table to delete orphans",
+        )
+    deleter = deleter or FileDeleter(table.io, dry_run=dry_run, progress=progress)
+    if deleter.dry_run != dry_run:
+        raise ValueError("the deleter's dry_run does not match the call's")
+    kept: dict[str, str] = {}
+    passed: list[str] = []
+
+    def still_orphaned(batch: list[DeleteRequest]) -> list[DeleteRequest]:
+        refresh_if_changed(table)
+        check_gc_enabled(table)
+        collect_valid(table, plan.valid, NO_PROGRESS)
+        allowed = []
+        for request in batch:
+            verdict = plan.valid.locations.classify(actual_uri(table.io, request.path))
+            if verdict == "orphan":
+                allowed.append(request)
+                continue
+            if verdict == "mismatch" and plan.prefix_mismatch == "error":
+                uri = actual_uri(table.io, request.path)
+                raise PrefixMismatchError(
+                    table.name, [PrefixMismatch(uri.render(), plan.valid.spelling(uri.path))]
+                )
+            kept[request.path] = (
+                "became reachable after planning (a concurrent commit references it)"
+                if verdict == "valid"
+                else "became valid under another scheme or authority after planning"
+            )
+        passed.extend(r.path for r in allowed)
+        return allowed
+
+    outcome: DeletionReport | None = None
+    try:
+        outcome = deleter.delete(
+            plan.orphans, task="deleting orphan files", total=len(plan.orphans), before_batch=still_orphaned
+        )
+    finally:
+        if report is not None:
+            write_report(report, plan, table, outcome, kept, passed, dry_run)
+    assert outcome is not None  # delete() returned
+    result = IcebergOrphanResult(
+        plan, outcome, sorted(kept), report, time.monotonic() - started, sample_limit
+    )
+    if outcome.failed:
+        raise DeletionFailedError(
+            f"{table.name}: {len(outcome.failed)} orphan file(s) could not be deleted "
+            f"(first: {outcome.failed[0].path}: {outcome.failed[0].error})",
+            outcome,
+        )
+    return result
+
+
+_REASON = "not reachable from any snapshot of any ref, nor a metadata, statistics or version-hint file"
+
+
+def write_report(
+    destination: str,
+    plan: IcebergOrphanPlan,
+    table: IcebergTable,
+    outcome: DeletionReport | None,
+    kept: Mapping[str, str],
+    passed: list[str],
+    dry_run: bool,
+) -> None:
+    """Write the audit trail: one JSON object per line for every orphan of the plan."""
+    import fsspec
+
+    failed = {f.path: f.error for f in (outcome.failed if outcome else [])}
+    passed_set = set(passed)
+    with fsspec.open(destination, "w", encoding="utf-8") as handle:
+        for request in plan.orphans:
+            uri = table.io.uri(request.path)
+            mtime = plan.mtimes.get(request.path)
+            row: dict[str, Any] = {
+                "path": uri,
+                "kind": request.kind,
+                "size": request.size,
+                "lastModified": None if mtime is None else _iso(mtime),
+            }
+            if request.path in kept:
+                row.update(action="kept", reason=kept[request.path])
+            elif uri in failed:
+                row.update(action="failed", reason=failed[uri])
+            elif request.path in passed_set:
+                age = f"last modified before the cutoff {_iso(plan.cutoff)}"
+                if dry_run:
+                    row.update(action="would-delete", reason=f"{_REASON}; {age}")
+                elif outcome is None:  # the run stopped later: this batch was sent, its outcome is unknown
+                    row.update(action="submitted", reason=f"{_REASON}; {age}; sent before the run stopped")
+                else:
+                    row.update(action="deleted", reason=f"{_REASON}; {age}")
+            else:
+                row.update(action="not-attempted", reason="the run stopped before this file's batch")
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+def remove_orphan_files(
+    table: IcebergTable,
+    *,
+    dry_run: bool = True,
+    older_than: timedelta = DEFAULT_OLDER_THAN,
+    allow_short_older_than: bool = False,
+    equal_schemes: Mapping[str, str] | None = None,
+    equal_authorities: Mapping[str, str] | None = None,
+    prefix_mismatch: PrefixMismatchMode = "error",
+    report: str | None = None,
+    sample_limit: int = DEFAULT_SAMPLE_LIMIT,
+    clock: Clock = time.time,
+    progress: Progress = NO_PROGRESS,
+    deleter: FileDeleter | None = None,
+) -> IcebergOrphanResult:
+    """Plan and execute in one call (a dry run unless ``dry_run=False``); arguments as for
+    :func:`plan_orphan_cleanup` and :func:`execute_orphan_cleanup`.
+
+    Example:
+        >>> remove_orphan_files(table, dry_run=False, report="/tmp/orphans.jsonl").summary()  # doctest: +SKIP
+    """
+    started = time.monotonic()
+    plan = plan_orphan_cleanup(
+        table,
+        older_than=older_than,
+        allow_short_older_than=allow_short_older_than,
+        equal_schemes=equal_schemes,
+        equal_authorities=equal_authorities,
+        prefix_mismatch=prefix_mismatch,
+        clock=clock,
+        progress=progress,
+    )
+    result = execute_orphan_cleanup(
+        table,
+        plan,
+        dry_run=dry_run,
+        report=report,
+        deleter=deleter,
+        progress=progress,
+        sample_limit=sample_limit,
+    )
+    result.duration_seconds = time.monotonic() - started
+    return result
