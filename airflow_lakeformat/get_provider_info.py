@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_lakeformat.version import __version__
 
-INTEGRATION = "Apache Paimon (lakeformat)"
+INTEGRATION = "Apache Paimon and Apache Iceberg (lakeformat)"
 
 _NULLABLE_STRING: dict[str, Any] = {"type": ["string", "null"]}
 _SECRET_STRING: dict[str, Any] = {"type": ["string", "null"], "format": "password"}
@@ -22,7 +22,7 @@ def _connection_type() -> dict[str, Any]:
     return {
         "connection-type": "lakeformat",
         "hook-class-name": "airflow_lakeformat.hooks.lakeformat.LakeformatHook",
-        "hook-name": "Lakeformat (Apache Paimon tables)",
+        "hook-name": "Lakeformat (Apache Paimon and Iceberg tables)",
         "ui-field-behaviour": {
             "hidden-fields": ["schema", "port"],
             "relabeling": {
@@ -60,8 +60,43 @@ def _connection_type() -> dict[str, Any]:
             },
             "commit_user_prefix": {
                 "label": "Commit user prefix",
-                "description": "Prefix of the Paimon commit user of commits made through this connection",
+                "description": "Prefix of the commit user of every commit the operators make through this "
+                "connection (Paimon's commit user; the lakeformat.commit-user of Iceberg snapshot summaries)",
                 "schema": _NULLABLE_STRING,
+            },
+            "format": {
+                "label": "Table format",
+                "description": "paimon or iceberg; empty: detected from each table's files",
+                "schema": {"type": ["string", "null"], "enum": ["", "paimon", "iceberg", None]},
+            },
+            "iceberg_catalog": {
+                "label": "Iceberg catalog name",
+                "description": "A pyiceberg catalog (from .pyiceberg.yaml / PYICEBERG_CATALOG__*), or the name "
+                "the catalog below goes by (default: default); namespace.table names are then its tables",
+                "schema": _NULLABLE_STRING,
+            },
+            "iceberg_catalog_properties": {
+                "label": "Iceberg catalog properties (JSON)",
+                "description": 'pyiceberg load_catalog properties, e.g. {"type": "sql", "uri": '
+                '"sqlite:////data/catalog.db", "warehouse": "file:///data/wh"} or {"type": "rest", "uri": '
+                '"https://catalog:8181"}; no secrets here (use the fields below)',
+                "schema": _NULLABLE_STRING,
+            },
+            "iceberg_catalog_credential": {
+                "label": "Iceberg REST credential",
+                "description": "The REST catalog's credential (client_id:client_secret; kept secret)",
+                "schema": _SECRET_STRING,
+            },
+            "iceberg_catalog_token": {
+                "label": "Iceberg REST token",
+                "description": "The REST catalog's bearer token (kept secret)",
+                "schema": _SECRET_STRING,
+            },
+            "iceberg_catalog_secret_properties": {
+                "label": "Secret Iceberg catalog properties (JSON)",
+                "description": 'Merged over the properties and kept secret, e.g. {"glue.secret-access-key": '
+                '"...", "uri": "postgresql+psycopg2://user:password@db/catalog"}',
+                "schema": _SECRET_STRING,
             },
         },
     }
@@ -72,8 +107,9 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "airflow-lakeformat",
         "name": "Lakeformat",
-        "description": "Maintain Apache Paimon tables from Airflow: commits, snapshot sensors, manifest "
-        "compaction, snapshot expiry and orphan cleanup, in-process or on Spark.",
+        "description": "Maintain Apache Paimon and Apache Iceberg tables from Airflow: commits, snapshot "
+        "sensors and Asset watchers, manifest compaction, snapshot expiry and orphan cleanup, in-process or "
+        "on Spark.",
         "versions": [__version__],
         "integrations": [
             {
@@ -94,6 +130,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lakeformat.operators.compact_manifests",
                     "airflow_lakeformat.operators.expire_snapshots",
                     "airflow_lakeformat.operators.remove_orphan_files",
+                    "airflow_lakeformat.operators.validate",
                     "airflow_lakeformat.operators.write",
                 ],
             }

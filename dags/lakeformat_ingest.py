@@ -36,6 +36,28 @@ def warehouse_of(table_uri: str) -> str:
 STAGING = os.environ.get("LAKEFORMAT_INGEST_STAGING") or f"{warehouse_of(TABLE)}/_staging"
 EXECUTION = os.environ.get("LAKEFORMAT_INGEST_EXECUTION", "local")
 TABLE_ASSET = table_asset(TABLE)  # named by its URI, so every DAG naming the table means the same Asset
+DOC_MD = f"""
+### Ingest a batch into the demo table
+
+`ensure_table` creates the table (partitioned by `dt`) when it does not exist, `stage_batch` stages a Parquet
+file of demo rows, and `write_batch` writes it into the table and emits the table's Asset event, which
+schedules `lakeformat_downstream_asset`. Each run adds one snapshot; a retry never writes a batch twice.
+
+**Table**: `{TABLE}`. **Staging**: `{STAGING}`. **Execution**: `{EXECUTION}`.
+
+**Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_CONN_ID`): its host is the warehouse, e.g.
+`s3://warehouse/wh` (with login/password and the extra `endpoint_url` for an S3-compatible store) or
+`/data/warehouse`. It must exist where DAG files are parsed: the Asset is named by the table's URI.
+
+**Environment** (read when the file is parsed): `LAKEFORMAT_CONN_ID`, `LAKEFORMAT_DEMO_TABLE` (default
+`demo.events`), `LAKEFORMAT_INGEST_EXECUTION` (`local` or `spark`), `LAKEFORMAT_INGEST_ROWS` (rows per
+generated batch, default 1000), `LAKEFORMAT_INGEST_SOURCE` (a file to write instead),
+`LAKEFORMAT_INGEST_STAGING` (where batches are staged; default `<warehouse>/_staging`).
+
+**Paused**: on a stock Airflow a new DAG starts paused, and a triggered run waits until it is unpaused: use
+the toggle next to its name, or `airflow dags unpause lakeformat_ingest`. See `docs/airflow.md`, "Run the
+examples on your Airflow".
+"""
 DEMO_FIELDS = [
     {"name": "dt", "type": "STRING"},
     {"name": "id", "type": "BIGINT"},
@@ -45,6 +67,7 @@ DEMO_FIELDS = [
 with DAG(
     dag_id="lakeformat_ingest",
     description="Write a batch into a Paimon table and emit its Asset",
+    doc_md=DOC_MD,
     schedule=None,
     catchup=False,
     max_active_runs=1,

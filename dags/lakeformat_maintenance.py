@@ -1,5 +1,7 @@
 """Scheduled maintenance of a list of Paimon tables: per table, expire snapshots -> compact manifests ->
-remove orphan files, as one mapped task group expanded over the tables.
+remove orphan files, as one mapped task group expanded over the tables. ``validate_settings`` runs first
+and checks the settings below once (durations, retention, the orphan age floor): a typo fails that one task
+with one message, and no table is touched.
 
 Settings come from the environment so the file parses without touching storage:
 
@@ -21,11 +23,12 @@ from __future__ import annotations
 import os
 from datetime import timedelta
 
-from airflow.sdk import DAG, task_group
+from airflow.sdk import DAG, task, task_group
 
 from airflow_lakeformat.operators.compact_manifests import LakeformatCompactManifestsOperator
 from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
 from airflow_lakeformat.operators.remove_orphan_files import LakeformatRemoveOrphanFilesOperator
+from airflow_lakeformat.operators.validate import validate_maintenance_inputs
 
 # db.table names are placed under the connection's warehouse when the tasks run.
 DEFAULT_TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events"
@@ -37,11 +40,38 @@ TABLES = [
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
 EXECUTION = os.environ.get("LAKEFORMAT_MAINTENANCE_EXECUTION", "auto")
 DRY_RUN = os.environ.get("LAKEFORMAT_MAINTENANCE_DRY_RUN", "false")
+RETAIN_MIN = os.environ.get("LAKEFORMAT_MAINTENANCE_RETAIN_MIN")
+OLDER_THAN = os.environ.get("LAKEFORMAT_MAINTENANCE_OLDER_THAN")
+ORPHAN_OLDER_THAN = os.environ.get("LAKEFORMAT_ORPHAN_OLDER_THAN", "1 d")
+ORPHAN_ALLOW_SHORT = os.environ.get("LAKEFORMAT_ORPHAN_ALLOW_SHORT", "false")
+
+DOC_MD = f"""
+### Scheduled maintenance of a list of tables
+
+Every day, for each table of `LAKEFORMAT_MAINTENANCE_TABLES` (now: `{", ".join(TABLES)}`), a mapped task group
+runs `expire_snapshots` -> `compact_manifests` -> `remove_orphan_files`, after `validate_settings` checked
+the settings once. It **deletes files** (`LAKEFORMAT_MAINTENANCE_DRY_RUN` is `{DRY_RUN}`).
+
+**Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_CONN_ID`): its host is the warehouse, e.g.
+`s3://warehouse/wh`; a `db.table` name is placed under it when the tasks run.
+
+**Environment** (read when the file is parsed): `LAKEFORMAT_MAINTENANCE_TABLES` (comma-separated URIs or
+`db.table` names; default `LAKEFORMAT_DEMO_TABLE` or `demo.events`), `LAKEFORMAT_MAINTENANCE_EXECUTION`
+(`auto`, `local`, `spark`), `LAKEFORMAT_MAINTENANCE_DRY_RUN` (`true` only reports),
+`LAKEFORMAT_MAINTENANCE_RETAIN_MIN` and `LAKEFORMAT_MAINTENANCE_OLDER_THAN` (empty: each table's options),
+`LAKEFORMAT_ORPHAN_OLDER_THAN` (default `1 d`, at least `1 h`, 24 h for Iceberg tables) and
+`LAKEFORMAT_ORPHAN_ALLOW_SHORT` (`true` accepts a shorter age: only where no writer runs).
+
+**Paused**: this DAG always starts paused, even where Airflow unpauses new DAGs. Unpause it once its tables
+exist: the toggle next to its name, or `airflow dags unpause lakeformat_maintenance`. See `docs/airflow.md`,
+"Run the examples on your Airflow".
+"""
 
 with DAG(
     dag_id="lakeformat_maintenance",
     description="Expire snapshots, compact manifests and remove orphan files of every listed table",
     schedule="@daily",
+    doc_md=DOC_MD,
     catchup=False,
     # It deletes files, and fails while its tables do not exist yet: turned on deliberately, in the UI.
     is_paused_upon_creation=True,
@@ -49,6 +79,19 @@ with DAG(
     default_args={"retries": 2, "retry_delay": timedelta(minutes=5)},
     tags=["lakeformat", "maintenance"],
 ) as dag:
+
+    @task(retries=0)
+    def validate_settings() -> dict[str, object]:
+        """Check the settings from the environment once, before any table is touched."""
+        return validate_maintenance_inputs(
+            None,
+            lakeformat_conn_id=CONN_ID,
+            retain_min=RETAIN_MIN,
+            older_than=OLDER_THAN,
+            orphan_older_than=ORPHAN_OLDER_THAN,
+            allow_short_orphan_older_than=ORPHAN_ALLOW_SHORT,
+            execution=EXECUTION,
+        )
 
     @task_group(group_id="maintain")
     def maintain(table: str) -> None:
@@ -64,8 +107,8 @@ with DAG(
         }
         expire = LakeformatExpireSnapshotsOperator(
             task_id="expire_snapshots",
-            retain_min=os.environ.get("LAKEFORMAT_MAINTENANCE_RETAIN_MIN"),
-            older_than=os.environ.get("LAKEFORMAT_MAINTENANCE_OLDER_THAN"),
+            retain_min=RETAIN_MIN,
+            older_than=OLDER_THAN,
             **shared,
         )
         # Manifest compaction rewrites metadata only: it always runs in the worker.
@@ -74,10 +117,10 @@ with DAG(
         )
         orphans = LakeformatRemoveOrphanFilesOperator(
             task_id="remove_orphan_files",
-            older_than=os.environ.get("LAKEFORMAT_ORPHAN_OLDER_THAN", "1 d"),
-            allow_short_older_than=os.environ.get("LAKEFORMAT_ORPHAN_ALLOW_SHORT", "false"),
+            older_than=ORPHAN_OLDER_THAN,
+            allow_short_older_than=ORPHAN_ALLOW_SHORT,
             **shared,
         )
         expire >> compact >> orphans
 
-    maintain.expand(table=TABLES)
+    validate_settings() >> maintain.expand(table=TABLES)

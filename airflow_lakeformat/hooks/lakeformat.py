@@ -1,18 +1,29 @@
-"""``LakeformatHook``: an Airflow connection of type ``lakeformat`` turned into table URIs and storage options.
+"""``LakeformatHook``: an Airflow connection of type ``lakeformat`` turned into tables of either format.
 
 The connection's host is a warehouse (``s3://bucket/warehouse``, ``/data/warehouse``) or one table's root.
 Tables are then named by a full URI, or relative to the warehouse as ``db.table`` or ``db.db/table`` (Paimon's
-``<warehouse>/<db>.db/<table>`` layout). Credentials come from login/password (access key id and secret) or
-the extras ``aws_access_key_id``/``aws_secret_access_key``, plus ``session_token``, ``endpoint_url``,
-``region`` and ``storage_options`` (any other fsspec options, a JSON object). Extras may also carry the
-``extra__lakeformat__`` prefix older connection forms wrote.
+``<warehouse>/<db>.db/<table>`` layout; an Iceberg table in the Hadoop layout may live there too). Credentials
+come from login/password (access key id and secret) or the extras ``aws_access_key_id``/``aws_secret_access_key``,
+plus ``session_token``, ``endpoint_url``, ``region`` and ``storage_options`` (any other fsspec options, a JSON
+object). Extras may also carry the ``extra__lakeformat__`` prefix older connection forms wrote.
 
-Spark jobs get the same options through environment variables only (:meth:`LakeformatHook.spark_env`), so
+Iceberg: the connection may name a pyiceberg catalog (``hooks/iceberg_catalog.py``: ``iceberg_catalog``,
+``iceberg_catalog_properties`` and secret fields). Then a relative ``namespace.table`` is a table of that
+catalog, unless the format asked for is Paimon (extra ``format``, or an operator's ``table_format``). A full URI
+is a table root of either format, told apart by its files (``core/formats.py``) unless a format is given.
+:meth:`LakeformatHook.open_lake_table` returns the core's format-neutral table (``core/tables.py``).
+
+Spark jobs get the storage options through environment variables only (:meth:`LakeformatHook.spark_env`), so
 secrets never appear on a command line.
+
+Example:
+    >>> hook = LakeformatHook("lakeformat_default")  # doctest: +SKIP
+    >>> hook.open_lake_table("db.events").maintenance.expire_snapshots(retain_min=5).summary()  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Mapping
@@ -21,14 +32,22 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseHook
 
+from airflow_lakeformat.hooks.iceberg_catalog import (
+    CatalogSettingsError,
+    IcebergCatalogSettings,
+    parse_catalog_settings,
+)
+
 if TYPE_CHECKING:
     from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 CONN_TYPE = "lakeformat"
 DEFAULT_CONN_ID = "lakeformat_default"
 DEFAULT_COMMIT_USER_PREFIX = "airflow"
 _S3_PROTOCOLS = ("s3", "s3a")
 _NAME = re.compile(r"^[^/\s][^/]*$")
+FORMATS = ("paimon", "iceberg")
 
 
 class LakeformatConnectionError(ValueError):
@@ -37,6 +56,42 @@ class LakeformatConnectionError(ValueError):
 
 def protocol_of(uri: str) -> str:
     return uri.split("://", 1)[0].lower() if "://" in uri else "file"
+
+
+def normalize_format(value: str | None, what: str = "table_format") -> str | None:
+    """``"paimon"``, ``"iceberg"``, or None for "detect it" (None, blank, ``"auto"``)."""
+    text = (value or "").strip().lower()
+    if text in ("", "auto", "none", "null"):
+        return None
+    if text not in FORMATS:
+        raise LakeformatConnectionError(
+            f"{what} must be 'paimon', 'iceberg' or empty (detect), not {value!r}"
+        )
+    return text
+
+
+@dataclass(frozen=True)
+class TableRef:
+    """Where a table named through a connection lives: a root URI, or an identifier in the Iceberg catalog."""
+
+    name: str
+    location: str | None = None
+    identifier: str | None = None
+    format: str | None = None  # None: detected from the files when the table is opened
+    catalog: str | None = None
+
+    @property
+    def target(self) -> str:
+        """What opens the table again: the catalog identifier or the root URI."""
+        return self.identifier or self.location or self.name
+
+    @property
+    def asset_uri(self) -> str:
+        """The Asset URI standing for the table: its root, or ``iceberg://<catalog>/<namespace>/<table>``."""
+        if self.identifier is not None:
+            namespace, _, table = self.identifier.rpartition(".")
+            return f"iceberg://{self.catalog or 'default'}/{namespace.replace('.', '/')}/{table}"
+        return table_asset(self.target).uri
 
 
 def table_asset(table_uri: str) -> Asset:
@@ -74,6 +129,8 @@ class LakeformatConnectionSettings:
     region: str | None = None
     extra_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     commit_user_prefix: str = DEFAULT_COMMIT_USER_PREFIX
+    format: str | None = None
+    catalog: IcebergCatalogSettings = field(default_factory=IcebergCatalogSettings)
 
     @classmethod
     def from_connection(
@@ -112,6 +169,10 @@ class LakeformatConnectionSettings:
                 f"connection {conn_id!r}: extra 'storage_options' must be a JSON object, not {type(options).__name__}"
             )
         prefix = str(get("commit_user_prefix") or DEFAULT_COMMIT_USER_PREFIX)
+        try:
+            catalog = parse_catalog_settings(conn_id, get)
+        except CatalogSettingsError as exc:
+            raise LakeformatConnectionError(str(exc)) from None
         return cls(
             conn_id=conn_id,
             root=root,
@@ -122,6 +183,8 @@ class LakeformatConnectionSettings:
             region=get("region") or get("region_name"),
             extra_storage_options=options,
             commit_user_prefix=prefix,
+            format=normalize_format(get("format"), f"connection {conn_id!r}: extra 'format'"),
+            catalog=catalog,
         )
 
     # -- naming tables -----------------------------------------------------------------------------
@@ -154,6 +217,31 @@ class LakeformatConnectionSettings:
                 f"table {name!r}: name a table as 'db.table', 'db.db/table' or by its full URI"
             )
         return f"{self.root.rstrip('/')}/{database}.db/{table_name}"
+
+    def resolve(self, table: str | None, table_format: str | None = None) -> TableRef:
+        """Where ``table`` is: a catalog table (``namespace.table`` with a catalog configured and a format other
+        than Paimon asked for) or a root URI (:meth:`table_uri`); ``table_format`` overrides the connection's."""
+        fmt = normalize_format(table_format) or self.format
+        name = (table or "").strip()
+        relative = bool(name) and "://" not in name and not name.startswith("/")
+        if relative and self.catalog.configured and fmt != "paimon":
+            namespace, _, table_name = name.rpartition(".")
+            if not namespace or not table_name or "/" in name or not _NAME.match(namespace):
+                raise LakeformatConnectionError(
+                    f"table {name!r}: name a table of {self.catalog.describe()} as 'namespace.table'"
+                )
+            return TableRef(name, identifier=name, format="iceberg", catalog=self.catalog.display_name)
+        return TableRef(name, location=self.table_uri(name), format=fmt)
+
+    def catalog_properties(self) -> dict[str, str]:
+        """pyiceberg ``load_catalog`` properties: the connection's S3 settings as ``s3.*`` FileIO properties
+        (when the warehouse is on S3), overridden by the catalog's own properties."""
+        derived: dict[str, str] = {}
+        if self.root is not None and protocol_of(self.root) in _S3_PROTOCOLS:
+            from airflow_lakeformat.core.iceberg.fileio import pyiceberg_io_properties
+
+            derived = pyiceberg_io_properties(self.root, self.storage_options(self.root))
+        return {**derived, **self.catalog.properties}
 
     # -- storage options ---------------------------------------------------------------------------
 
@@ -199,15 +287,20 @@ class LakeformatConnectionSettings:
 
 
 class LakeformatHook(BaseHook):
-    """Interact with Apache Paimon tables through a ``lakeformat`` connection.
+    """Interact with Apache Paimon and Apache Iceberg tables through a ``lakeformat`` connection.
 
     :param lakeformat_conn_id: the connection to use (type ``lakeformat``).
+
+    Example:
+        >>> hook = LakeformatHook("lakeformat_default")  # doctest: +SKIP
+        >>> hook.open_lake_table("analytics.events").format  # a catalog table when a catalog is configured
+        'iceberg'
     """
 
     conn_name_attr = "lakeformat_conn_id"
     default_conn_name = DEFAULT_CONN_ID
     conn_type = CONN_TYPE
-    hook_name = "Lakeformat (Apache Paimon tables)"
+    hook_name = "Lakeformat (Apache Paimon and Iceberg tables)"
 
     def __init__(
         self,
@@ -227,6 +320,7 @@ class LakeformatHook(BaseHook):
         settings = LakeformatConnectionSettings.from_connection(
             lakeformat_conn_id, connection.host, connection.login, connection.password, extra
         )
+        cls._mask_secrets(settings)
         return cls(lakeformat_conn_id, settings=settings)
 
     @property
@@ -247,7 +341,7 @@ class LakeformatHook(BaseHook):
     def _mask_secrets(settings: LakeformatConnectionSettings) -> None:
         from airflow.sdk.log import mask_secret
 
-        for secret in (settings.secret_access_key, settings.session_token):
+        for secret in (settings.secret_access_key, settings.session_token, *settings.catalog.secrets()):
             if secret:
                 mask_secret(secret)
 
@@ -270,21 +364,127 @@ class LakeformatHook(BaseHook):
     def commit_user(self, *parts: str) -> str:
         return self.settings.commit_user(*parts)
 
+    def resolve(self, table: str | None, table_format: str | None = None) -> TableRef:
+        """Where ``table`` lives (see :meth:`LakeformatConnectionSettings.resolve`); no IO."""
+        return self.settings.resolve(table, table_format)
+
     def open_table(self, table: str | None) -> Table:
-        """Open ``table`` (see :meth:`table_uri`); raises the core's typed errors for missing or bad tables."""
+        """Open a Paimon table (see :meth:`table_uri`); raises the core's typed errors for missing or bad tables."""
         from airflow_lakeformat.core.paimon.table import Table
 
         uri = self.table_uri(table)
         return Table.open(uri, self.storage_options(uri))
 
+    def open_lake_table(
+        self, table: str | TableRef | None, table_format: str | None = None, *, branch: str = "main"
+    ) -> PaimonTable | IcebergLakeTable:
+        """Open a Paimon or Iceberg table as the core's format-neutral table (``core/tables.py``).
+
+        Args:
+            table: a root URI, ``db.table`` under the warehouse, ``namespace.table`` of the connection's
+                Iceberg catalog, or a :class:`TableRef` from :meth:`resolve`.
+            table_format: ``"paimon"`` or ``"iceberg"`` (default: the connection's ``format`` extra, else
+                detected from the files).
+            branch: the Paimon branch to open (Iceberg refs are chosen per read).
+
+        Returns:
+            A table with ``.format``, ``.uri``, ``.native`` and ``.maintenance``.
+
+        Raises:
+            TableNotFoundError: no table (of the format asked for) there.
+            LakeformatConnectionError: the connection cannot place the name.
+
+        Example:
+            >>> LakeformatHook("lake").open_lake_table("db.events", "iceberg").format  # doctest: +SKIP
+            'iceberg'
+        """
+        from airflow_lakeformat.core.tables import open_table
+
+        ref = table if isinstance(table, TableRef) else self.resolve(table, table_format)
+        if ref.identifier is not None:
+            catalog = self.settings.catalog
+            return open_table(
+                ref.identifier,
+                format="iceberg",
+                catalog=catalog.name,
+                catalog_properties=self.settings.catalog_properties() or None,
+            )
+        assert ref.location is not None
+        return open_table(
+            ref.location,
+            format=ref.format,  # type: ignore[arg-type]
+            storage_options=self.storage_options(ref.location),
+            branch=branch,
+        )
+
+    def load_iceberg_catalog(self) -> Any:
+        """The connection's pyiceberg catalog (``load_catalog`` with :meth:`catalog_properties`)."""
+        from airflow_lakeformat.core.iceberg.catalog import load_catalog_from_properties
+
+        catalog = self.settings.catalog
+        if not catalog.configured:
+            raise LakeformatConnectionError(
+                f"connection {self.lakeformat_conn_id!r} names no Iceberg catalog "
+                "(extras 'iceberg_catalog' / 'iceberg_catalog_properties')"
+            )
+        return load_catalog_from_properties(catalog.name, self.settings.catalog_properties())
+
+    def create_iceberg_table(
+        self, table: str, schema: Any, *, properties: Mapping[str, str] | None = None
+    ) -> IcebergLakeTable:
+        """Create an Iceberg table (format v2): in the connection's catalog for ``namespace.table`` (the
+        namespace is created when missing), else in the Hadoop layout at the table's root URI.
+
+        Args:
+            table: ``namespace.table`` of the catalog, or a root URI / ``db.table`` under the warehouse.
+            schema: a ``pyarrow.Schema`` or a pyiceberg ``Schema``.
+            properties: table properties.
+
+        Raises:
+            pyiceberg's TableAlreadyExistsError: a table is already there.
+
+        Example:
+            >>> hook.create_iceberg_table("demo.events", pa.schema([("id", pa.int64())]))  # doctest: +SKIP
+        """
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError
+
+        from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
+
+        ref = self.resolve(table, "iceberg")
+        props = dict(properties or {})
+        if ref.identifier is not None:
+            catalog = self.load_iceberg_catalog()
+            with contextlib.suppress(NamespaceAlreadyExistsError):
+                catalog.create_namespace(ref.identifier.rpartition(".")[0])
+            catalog.create_table(ref.identifier, schema=schema, properties=props)
+        else:
+            assert ref.location is not None
+            HadoopLayoutCatalog(storage_options=self.storage_options(ref.location)).create_table(
+                ref.location, schema=schema, properties=props
+            )
+        opened = self.open_lake_table(ref)
+        return opened  # type: ignore[return-value]
+
     def test_connection(self) -> tuple[bool, str]:
-        """Check that the host can be listed with these credentials, and say what is there."""
+        """Check that the catalog (if any) answers and the host can be listed, and say what is there."""
         try:
-            return self._probe()
+            catalog = self._probe_catalog()
+            if catalog is not None and self.settings.root is None:
+                return True, catalog
+            ok, message = self._probe()
+            return ok, f"{catalog}; {message}" if catalog is not None else message
         except Exception as exc:  # the UI shows the message; any failure means the connection is unusable
             return False, f"{type(exc).__name__}: {exc}"
 
+    def _probe_catalog(self) -> str | None:
+        if not self.settings.catalog.configured:
+            return None
+        namespaces = [".".join(n) for n in self.load_iceberg_catalog().list_namespaces()]
+        shown = ", ".join(sorted(namespaces)[:20]) or "-"
+        return f"{self.settings.catalog.describe()} answers with {len(namespaces)} namespace(s): {shown}"
+
     def _probe(self) -> tuple[bool, str]:
+        from airflow_lakeformat.core.formats import ICEBERG_METADATA_DIR
         from airflow_lakeformat.core.io import FileIO
         from airflow_lakeformat.core.paimon.table import Table
 
@@ -304,6 +504,15 @@ class LakeformatHook(BaseHook):
             table = Table(io, path)
             latest = table.snapshot_manager.latest_snapshot_id()
             return True, f"{root} is a Paimon table (schema {table.schema.id}, latest snapshot {latest})"
+        if ICEBERG_METADATA_DIR in names:
+            from airflow_lakeformat.core.iceberg.catalog import open_path_table
+
+            iceberg = open_path_table(root, self.storage_options(root))
+            current = iceberg.snapshot()
+            return True, (
+                f"{root} is an Iceberg table (format v{iceberg.format_version}, current snapshot "
+                f"{current.snapshot_id if current is not None else None})"
+            )
         databases = sorted(n for n in names if n.endswith(".db"))
         if not names and not io.exists(path):
             return True, f"{root} is reachable but empty (a new warehouse)"

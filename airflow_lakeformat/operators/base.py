@@ -1,31 +1,36 @@
-"""What every Lakeformat operator shares: the table and connection, typed results in XCom, and error mapping.
+"""What every Lakeformat operator shares: the table and connection, one result shape in XCom, error mapping.
 
-:class:`LakeformatBaseOperator` resolves the table through :class:`LakeformatHook`, runs the subclass's
-work, logs a one-line summary plus the JSON result, and returns the JSON (so it lands in XCom). Errors
-are mapped once, here:
+:class:`LakeformatBaseOperator` resolves the table through :class:`LakeformatHook` (a Paimon or an Iceberg
+table: a root URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's Iceberg
+catalog), runs the subclass's work, logs a one-line summary plus the JSON result, and returns the JSON (so it
+lands in XCom). Every operator's result has ONE shape (:func:`result_document`): ``operation``, ``table``,
+``format`` and ``dryRun`` first, then the operation's own fields (and ``execution`` for the operators that can
+run on Spark). Errors are mapped once, here, and shown once (the mapped exception is raised ``from None``
+when its cause would only repeat the message):
 
 * ``CommitStateUnknownError`` (and a Spark job's exit code 8) fails the task *without retry*: whether the
   commit landed is unknown, and a blind retry of a delete could delete what the landed commit still
   references. The message says how to check and re-run.
-* Errors about the table or the settings (missing table, corrupt or unsupported metadata, a refused
-  request, bad connection settings or arguments, access denied) fail without retry too: a retry would
-  fail the same.
+* Errors about the table or the settings (missing table, corrupt or unsupported metadata, an operation a
+  format does not support yet, a refused request, bad connection settings or arguments, access denied) fail
+  without retry too: a retry would fail the same.
 * Anything else (a dropped connection, a held maintenance lock, a conflict with a concurrent commit
   that a new attempt resolves) is raised as is, so the task's ``retries`` apply.
 
 :class:`LakeformatMaintenanceOperator` adds what maintenance needs: ``dry_run``, the per-table maintenance
-lock, and ``execution``: ``local`` runs the core in the worker, ``spark`` submits the operation's Spark
-job through ``SparkSubmitHook``, ``auto`` picks Spark when the latest snapshot references at least
-``spark_min_files`` live data files or ``spark_min_manifests`` manifests (counted from the two manifest
-lists alone, without reading a manifest).
+lock, the commit user of its commits (the connection's ``commit_user_prefix``, the DAG and the task), and
+``execution``: ``local`` runs the core in the worker, ``spark`` submits the operation's Spark job through
+``SparkSubmitHook`` (``operators/spark_submit.py``), ``auto`` picks Spark when the latest snapshot references
+at least ``spark_min_files`` live data files or ``spark_min_manifests`` manifests (counted from the manifest
+lists alone, or for Iceberg from the snapshot summary and the manifest list). The Spark jobs open Iceberg
+tables by their Hadoop-layout root only: a catalog table on Spark is refused with
+``UnsupportedFormatError`` before anything runs, and ``auto`` keeps it in the worker.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -35,15 +40,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_lakeformat.core.errors import (
-    EXIT_COMMIT_UNKNOWN,
-    EXIT_CORRUPT,
-    EXIT_MAINTENANCE_REFUSED,
-    EXIT_NO_TABLE,
-    EXIT_NOT_FOUND,
-    EXIT_UNSUPPORTED,
-)
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatConnectionError, LakeformatHook
+from airflow_lakeformat.operators.lineage import LakeformatLineageMixin
+from airflow_lakeformat.operators.spark_submit import (
+    JobSubmission,
+    commit_state_unknown_message,
+    make_submit_hook,
+    submit_job,
+)
 from airflow_lakeformat.operators.templated import as_bool
 
 if TYPE_CHECKING:
@@ -51,6 +55,20 @@ if TYPE_CHECKING:
 
     from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
     from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
+
+    LakeTable = PaimonTable | IcebergLakeTable
+else:
+    LakeTable = Any  # core/tables.py's PaimonTable | IcebergLakeTable, imported when a task runs
+
+__all__ = [
+    "LakeTable",
+    "LakeformatBaseOperator",
+    "LakeformatMaintenanceOperator",
+    "commit_state_unknown_message",
+    "map_error",
+    "result_document",
+]
 
 Execution = Literal["auto", "local", "spark"]
 EXECUTIONS: tuple[str, ...] = ("auto", "local", "spark")
@@ -61,21 +79,8 @@ AUTO_SPARK_MIN_FILES = 250_000
 AUTO_SPARK_MIN_MANIFESTS = 5_000
 DEFAULT_LOCK_LEASE = timedelta(hours=2)
 DEFAULT_LOCK_POLL_INTERVAL = 30.0
-
-# Spark job exit codes (core/errors.py, the same as the CLI's) that a retry cannot cure.
-_JOB_EXIT_PERMANENT = frozenset(
-    {EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND, EXIT_MAINTENANCE_REFUSED}
-)
-_JOB_RESULT_PREFIX = "LAKEFORMAT_RESULT "
-_JOB_ERROR_PREFIX = "lakeformat-job: error: "
-
-
-def commit_state_unknown_message(exc: object, table_uri: str) -> str:
-    return (
-        f"{exc}. Whether the commit landed is unknown, so this task is failed without retry: a repeated "
-        f"run could act on files the landed commit still references. Check the table "
-        f"(`lakeformat snapshots {table_uri}`), then clear this task to run it again."
-    )
+# The keys every result starts with, in this order.
+RESULT_HEAD = ("operation", "table", "format", "dryRun")
 
 
 def map_error(exc: BaseException, table_uri: str, conn_id: str) -> BaseException | None:
@@ -107,6 +112,42 @@ def map_error(exc: BaseException, table_uri: str, conn_id: str) -> BaseException
     return None
 
 
+def cause_adds_nothing(exc: BaseException) -> bool:
+    """Whether chaining ``exc`` under its mapped exception would only show the same message twice.
+
+    Our typed errors and connection errors name the file or setting already; an unexpected ``ValueError``
+    keeps its traceback (it says where the bug is).
+    """
+    from airflow_lakeformat.core.errors import LakeformatError
+
+    return isinstance(exc, (LakeformatError, LakeformatConnectionError, PermissionError))
+
+
+def result_document(operation: str, result: Mapping[str, Any], **head: Any) -> dict[str, Any]:
+    """The one XCom shape: ``operation``, ``table``, ``format``, ``dryRun``, then the operation's fields.
+
+    ``head`` values (e.g. ``table`` and ``format`` of the opened table) win over the result's. A Spark job's
+    bookkeeping (``job``, and ``mode: spark``) is dropped: ``execution`` says where the work ran.
+
+    Example:
+        >>> result_document("compact-data", {"job": "compact_data", "mode": "spark", "groups": 1},
+        ...                 table="/wh/db.db/t", format="paimon")
+        {'operation': 'compact-data', 'table': '/wh/db.db/t', 'format': 'paimon', 'dryRun': False, 'groups': 1}
+    """
+    fields = {**result, **{k: v for k, v in head.items() if v is not None}}
+    fields.pop("job", None)
+    if fields.get("mode") == "spark":
+        fields.pop("mode")
+    document: dict[str, Any] = {
+        "operation": fields.pop("operation", None) or operation,
+        "table": fields.pop("table", None),
+        "format": fields.pop("format", None),
+        "dryRun": bool(fields.pop("dryRun", False)),
+    }
+    document.update(fields)
+    return document
+
+
 @dataclass(frozen=True)
 class TableSize:
     """What the latest snapshot references, from its manifest lists only."""
@@ -117,6 +158,7 @@ class TableSize:
 
 
 def table_size(table: Table) -> TableSize:
+    """A Paimon table's live files and manifests at its latest snapshot (two manifest lists read)."""
     latest = table.snapshot_manager.latest_snapshot()
     if latest is None:
         return TableSize(None, 0, 0)
@@ -126,20 +168,59 @@ def table_size(table: Table) -> TableSize:
     return TableSize(latest.id, max(files, 0), len(metas))
 
 
-class LakeformatBaseOperator(BaseOperator):
-    """Base of the Lakeformat operators: table, connection, result to XCom, error mapping.
+def lake_table_size(table: LakeTable) -> TableSize:
+    """Either format: Paimon from its manifest lists; Iceberg from the current snapshot's summary
+    (``total-data-files``) and its manifest list (no manifest is read)."""
+    if table.format == "paimon":
+        return table_size(table.native)  # type: ignore[arg-type]
+    native: Any = table.native
+    current = native.snapshot()
+    if current is None:
+        return TableSize(None, 0, 0)
+    summary = current.summary
+    files = int(summary.get("total-data-files") or 0) if summary is not None else 0
+    manifests = len(current.manifests(native.table.io))
+    return TableSize(current.snapshot_id, files, manifests)
 
-    :param table: full table URI, or ``db.table`` under the connection's warehouse. Templated.
+
+def is_catalog_table(table: LakeTable) -> bool:
+    """An Iceberg table opened from a catalog (not by its root path): Spark jobs cannot open it."""
+    if table.format != "iceberg":
+        return False
+    from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog, ReadOnlyCatalog
+
+    return not isinstance(table.native.table.catalog, (HadoopLayoutCatalog, ReadOnlyCatalog))  # type: ignore[union-attr]
+
+
+class LakeformatBaseOperator(LakeformatLineageMixin, BaseOperator):
+    """Base of the Lakeformat operators: table, connection, one result shape in XCom, error mapping.
+
+    :param table: full table URI, ``db.table`` under the connection's warehouse, or ``namespace.table`` of
+        the connection's Iceberg catalog. Templated.
     :param lakeformat_conn_id: the ``lakeformat`` connection. Templated.
+    :param table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's ``format`` extra, else detected
+        from the table's files). Templated.
     """
 
-    template_fields: Sequence[str] = ("table", "lakeformat_conn_id")
+    template_fields: Sequence[str] = ("table", "lakeformat_conn_id", "table_format")
     ui_color = "#d6ecf3"
+    operation: ClassVar[str] = "operation"  # the result's ``operation`` unless the result names its own
 
-    def __init__(self, *, table: str, lakeformat_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        table: str,
+        lakeformat_conn_id: str = DEFAULT_CONN_ID,
+        table_format: str | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.lakeformat_conn_id = lakeformat_conn_id
+        self.table_format = table_format
+        # Read by the OpenLineage mixin (operators/lineage.py) after the task ran.
+        self._lineage_table_uri = None
+        self._lineage_result = None
 
     @cached_property
     def hook(self) -> LakeformatHook:
@@ -148,22 +229,34 @@ class LakeformatBaseOperator(BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         table_uri = self.table
         try:
-            table_uri = self.hook.table_uri(self.table)
-            result = self.run(context, table_uri)
+            table_uri = self.hook.resolve(self.table, self.table_format).target
+            result = result_document(self.operation, self.run(context, table_uri))
         except AirflowException:
             raise
         except Exception as exc:
             mapped = map_error(exc, table_uri, self.lakeformat_conn_id)
             if mapped is None:
                 raise
+            if cause_adds_nothing(exc):
+                raise mapped from None
             raise mapped from exc
+        self._lineage_result = result
         self.log.info("%s", self.summarize(result))
         self.log.info("Result: %s", json.dumps(result, sort_keys=True, default=str))
         return result
 
     def run(self, context: Context, table_uri: str) -> dict[str, Any]:
-        """Do the work; return a JSON-able dict (it becomes the XCom return value)."""
+        """Do the work; return a JSON-able dict (it becomes the XCom return value, see :func:`result_document`).
+
+        ``table_uri`` is the table's root URI, or ``namespace.table`` for a table of the connection's catalog.
+        """
         raise NotImplementedError
+
+    def open_lake_table(self, table_uri: str) -> LakeTable:
+        """The table of either format (``core/tables.py``), remembered for lineage."""
+        table = self.hook.open_lake_table(table_uri, self.table_format)
+        self._lineage_table_uri = table.native.uri
+        return table
 
     def summarize(self, result: Mapping[str, Any]) -> str:
         """One line for the task log: the same summary the CLI prints for the operation's result."""
@@ -176,6 +269,11 @@ class LakeformatBaseOperator(BaseOperator):
         map_index = getattr(ti, "map_index", -1)
         where = f"{ti.dag_id}/{context['run_id']}/{ti.task_id}" + (f"[{map_index}]" if map_index >= 0 else "")
         return f"airflow {where} try {ti.try_number}"
+
+    def task_commit_user(self, context: Context) -> str:
+        """The commit user of this task's commits: the connection's prefix, the DAG id and the task id."""
+        ti = context["ti"]
+        return self.hook.commit_user(ti.dag_id, ti.task_id)
 
 
 class LakeformatMaintenanceOperator(LakeformatBaseOperator):
@@ -206,6 +304,8 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         "spark_conf",
     )
     spark_job: ClassVar[str | None] = None  # the job under airflow_lakeformat/spark/jobs; None: local only
+    # Whether the Spark job also takes Iceberg tables (by their Hadoop-layout root).
+    spark_iceberg: ClassVar[bool] = False
     # Operators that delete files dry-run unless told otherwise: deleting must be asked for in the DAG.
     deletes: ClassVar[bool] = False
 
@@ -271,7 +371,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
 
     def run(self, context: Context, table_uri: str) -> dict[str, Any]:
         self._check_execution(str(self.execution))
-        table = self.hook.open_table(table_uri)
+        table = self.open_lake_table(table_uri)
         self.check_table(table)
         execution = self.choose_execution(table)
         with self.locked(context, table):
@@ -279,17 +379,42 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
                 result = self.run_spark(context, table)
             else:
                 result = self.run_local(context, table)
-        return {**result, "table": table.uri, "execution": execution}
+        return {**result, "table": table.uri, "format": table.format, "execution": execution}
 
-    def check_table(self, table: Table) -> None:
+    def check_table(self, table: LakeTable) -> None:
         """Refuse (raise) before the lock is taken or a job submitted; by default every table passes."""
 
-    def choose_execution(self, table: Table) -> str:
+    def check_spark(self, table: LakeTable) -> None:
+        """Refuse Spark for a table its job cannot open, with a typed error naming what to do instead."""
+        from airflow_lakeformat.core.errors import UnsupportedFormatError
+
+        if table.format != "iceberg":
+            return
+        if not self.spark_iceberg:
+            raise UnsupportedFormatError(
+                table.uri,
+                f"the Spark job {self.spark_job} does not take Iceberg tables; use execution='local'",
+            )
+        if is_catalog_table(table):
+            raise UnsupportedFormatError(
+                table.uri,
+                f"the Spark job {self.spark_job} opens Iceberg tables by their Hadoop-layout root only, not "
+                "from a catalog; use execution='local' (or name the table by its root URI if it is a "
+                "Hadoop-layout table)",
+            )
+
+    def choose_execution(self, table: LakeTable) -> str:
+        if self.execution == "spark":
+            self.check_spark(table)
+            return "spark"
         if self.execution != "auto":
             return str(self.execution)
         if self.spark_job is None:
             return "local"
-        size = table_size(table)
+        if table.format == "iceberg" and (not self.spark_iceberg or is_catalog_table(table)):
+            self.log.info("execution=auto: %s runs in the worker (no Spark job opens it)", table.uri)
+            return "local"
+        size = lake_table_size(table)
         spark = size.live_files >= self.spark_min_files or size.manifests >= self.spark_min_manifests
         self.log.info(
             "execution=auto: snapshot %s references %s live files in %s manifests -> %s (thresholds: %s files, %s manifests)",
@@ -303,7 +428,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         return "spark" if spark else "local"
 
     @contextlib.contextmanager
-    def locked(self, context: Context, table: Table) -> Iterator[MaintenanceLock | None]:
+    def locked(self, context: Context, table: LakeTable) -> Iterator[MaintenanceLock | None]:
         """Hold the table's maintenance lock for the body (not for dry runs, nor when disabled)."""
         if not self.maintenance_lock or self.is_dry_run:
             yield None
@@ -311,7 +436,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
 
         lock = MaintenanceLock(
-            table,
+            table.native,
             self.lock_owner(context),
             self.lock_lease,
             wait=self.lock_wait,
@@ -330,96 +455,52 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         finally:
             lock.release()
 
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        """The in-process implementation; return the core result's JSON."""
+    def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
+        """The in-process implementation on the format-neutral table; return the core result's JSON."""
         raise NotImplementedError
 
     # -- Spark --------------------------------------------------------------------------------------
 
-    def spark_job_args(self, context: Context) -> list[str]:
+    def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
         """Job-specific arguments after ``--table``, ``--result``, ``--dry-run`` and ``--parallelism``."""
         return []
 
-    def run_spark(self, context: Context, table: Table) -> dict[str, Any]:
+    def run_spark(self, context: Context, table: LakeTable) -> dict[str, Any]:
         """spark-submit this operator's job and return the JSON result it wrote."""
         if self.spark_job is None:
             raise ValueError(f"{type(self).__name__} has no Spark job")
-        from airflow_lakeformat.spark.locate import job_path, py_files_zip
+        submission = JobSubmission(
+            job=self.spark_job,
+            table_uri=table.uri,
+            dry_run=self.is_dry_run,
+            parallelism=self.spark_parallelism,
+            args=self.spark_job_args(context, table),
+            env_vars={**self.spark_env_vars, **self.hook.spark_env(table.uri)},
+            py_files=self.spark_py_files,
+        )
+        return submit_job(submission, self._make_submit_hook, self._remember_hook)
 
-        with tempfile.TemporaryDirectory(prefix="lakeformat-job-") as workdir:
-            result_path = os.path.join(workdir, "result.json")
-            args = ["--table", table.uri, "--result", result_path]
-            if self.is_dry_run:
-                args.append("--dry-run")
-            if self.spark_parallelism:
-                args += ["--parallelism", str(self.spark_parallelism)]
-            args += self.spark_job_args(context)
-            hook = self._make_submit_hook(
-                application_args=args,
-                env_vars={**self.spark_env_vars, **self.hook.spark_env(table.uri)},
-                py_files=py_files_zip(workdir) if self.spark_py_files else None,
-            )
-            self._submit_hook = hook
-            try:
-                hook.submit(job_path(self.spark_job))
-            except AirflowException as exc:
-                raise self._job_failure(hook, table.uri) from exc
-            finally:
-                self._submit_hook = None
-            if os.path.exists(result_path):
-                with open(result_path, encoding="utf-8") as handle:
-                    return dict(json.load(handle))
-            if hook.result_line is not None:  # cluster deploy mode: the driver's file is not here
-                return dict(json.loads(hook.result_line))
-        raise AirflowException(f"Spark job {self.spark_job} succeeded but left no result")
+    def _remember_hook(self, hook: Any) -> None:
+        self._submit_hook = hook
 
     def _make_submit_hook(
         self, *, application_args: list[str], env_vars: dict[str, str], py_files: str | None
     ) -> Any:
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
-        class JobSubmitHook(SparkSubmitHook):
-            """Remembers the job's result and error lines while SparkSubmitHook logs the output."""
-
-            result_line: str | None = None
-            error_line: str | None = None
-
-            def _process_spark_submit_log(self, itr: Iterator[Any]) -> None:
-                def tee() -> Iterator[Any]:
-                    for raw in itr:
-                        line = str(raw).strip()
-                        if line.startswith(_JOB_RESULT_PREFIX):
-                            self.result_line = line[len(_JOB_RESULT_PREFIX) :]
-                        elif _JOB_ERROR_PREFIX in line:
-                            self.error_line = line[line.index(_JOB_ERROR_PREFIX) + len(_JOB_ERROR_PREFIX) :]
-                        yield raw
-
-                super()._process_spark_submit_log(tee())
-
-        return JobSubmitHook(
-            conf=dict(self.spark_conf),
+        return make_submit_hook(
             conn_id=self.spark_conn_id,
-            py_files=py_files,
-            executor_cores=self.executor_cores,
-            executor_memory=self.executor_memory,
-            num_executors=self.num_executors,
-            total_executor_cores=self.total_executor_cores,
-            driver_memory=self.driver_memory,
+            conf=dict(self.spark_conf),
             name=f"lakeformat-{self.spark_job}-{self.task_id}",
             application_args=application_args,
             env_vars=env_vars,
+            py_files=py_files,
+            resources={
+                "executor_cores": self.executor_cores,
+                "executor_memory": self.executor_memory,
+                "num_executors": self.num_executors,
+                "total_executor_cores": self.total_executor_cores,
+                "driver_memory": self.driver_memory,
+            },
         )
-
-    def _job_failure(self, hook: Any, table_uri: str) -> BaseException:
-        process = getattr(hook, "_submit_sp", None)
-        code = getattr(process, "returncode", None)
-        message = hook.error_line or f"spark-submit exited with code {code}"
-        what = f"Spark job {self.spark_job} on {table_uri} failed: {message}"
-        if code == EXIT_COMMIT_UNKNOWN:
-            return AirflowFailException(commit_state_unknown_message(what, table_uri))
-        if code in _JOB_EXIT_PERMANENT:
-            return AirflowFailException(what)
-        return AirflowException(what)
 
     def on_kill(self) -> None:
         if self._submit_hook is not None:

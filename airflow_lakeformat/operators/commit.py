@@ -1,18 +1,25 @@
 """``LakeformatCommitOperator``: commit data files that upstream tasks staged, exactly once per run.
 
 Upstream tasks hand over either paths of Parquet files already placed in the table's layout (registered
-with the core's ``register_files``: DataFileMeta and statistics come from each footer), or the ADD entries
-the core's ``write_data_files`` returned, passed through XCom with :func:`entries_to_xcom`. Lists of
-lists (the XCom of a mapped upstream task) are flattened.
+with the core's ``register_files``: DataFileMeta and statistics come from each footer), or (Paimon only) the
+ADD entries the core's ``write_data_files`` returned, passed through XCom with :func:`entries_to_xcom`. Lists
+of lists (the XCom of a mapped upstream task) are flattened. An Iceberg table registers the staged Parquet
+files with pyiceberg's ``add_files`` (``operators/iceberg_commits.py``); a partition overwrite of an Iceberg
+table is refused (not implemented yet).
 
-Exactly once: the Paimon commit user is stable per DAG and task, and the commit identifier is a hash of
-the DAG run, the task, its map index and the staged files. An Airflow retry of this task therefore finds
-the snapshot its earlier try published (when that try failed *after* publishing) and reports it as
+Exactly once: the commit user is stable per DAG and task (``<commit_user_prefix>-<dag_id>-<task_id>``), and
+the commit identifier is a hash of the DAG run, the task, its map index and the staged files (Paimon keeps
+both in the snapshot; Iceberg in the snapshot summary). An Airflow retry of this task therefore finds the
+snapshot its earlier try published (when that try failed *after* publishing) and reports it as
 ``alreadyCommitted`` instead of committing the files again. Re-running the DAG run with new upstream
 output stages other files, so it gets another identifier and commits them.
 
-On success the table's Asset gets an event (with the snapshot id and kind as extra): the table's URI
-when ``table`` is a literal URI, else through an AssetAlias that the run resolves to the table's URI.
+On success the table's Asset gets an event (with the snapshot id and kind as extra): the table's URI (an
+Iceberg catalog table: ``iceberg://<catalog>/<namespace>/<table>``) when ``table`` is a literal URI, else
+through an AssetAlias that the run resolves to the table's Asset.
+
+Example:
+    >>> LakeformatCommitOperator(task_id="commit", table="s3://lake/wh/db.db/orders", files=staged)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lakeformat.core.paimon.paths import PartitionSpec, parse_overwrite_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
-from airflow_lakeformat.operators.base import LakeformatBaseOperator
+from airflow_lakeformat.operators.base import LakeformatBaseOperator, is_catalog_table
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -37,6 +44,7 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.paimon.commit import CommitResult
     from airflow_lakeformat.core.paimon.manifest import ManifestEntry
     from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.operators.base import LakeTable
 
 ENTRY_FORMAT = "lakeformat.manifest-entry.v1"
 # Paimon's batch commits use Long.MAX_VALUE; ours stay below it and positive.
@@ -193,25 +201,60 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
         staged = flatten_staged(self.files)
         if not staged:
             raise AirflowSkipException(f"nothing staged to commit to {table_uri}")
-        table = self.hook.open_table(table_uri)
+        table = self.open_lake_table(table_uri)
         ti = context["ti"]
         map_index = getattr(ti, "map_index", -1)
         identifier = commit_identifier(
             ti.dag_id, context["run_id"], ti.task_id, map_index, staged_digest(staged)
         )
-        user = self.commit_user or self.hook.commit_user(ti.dag_id, ti.task_id)
-        result, added, deleted = self._commit(table, staged, user, identifier)
+        user = self.commit_user or self.task_commit_user(context)
+        if table.format == "iceberg":
+            fields = self._commit_iceberg(table, staged, user, identifier)
+        else:
+            result, added, deleted = self._commit(table.native, staged, user, identifier)  # type: ignore[arg-type]
+            fields = {**result.to_json(), "filesAdded": added, "filesDeleted": deleted}
         document = {
             "operation": "commit",
-            "format": "paimon",
-            **result.to_json(),
             "table": table.uri,
-            "filesAdded": added,
-            "filesDeleted": deleted,
+            "format": table.format,
+            "dryRun": False,
+            **fields,
         }
         if self.emit_asset:
-            self._emit(context, table.uri, document)
+            emit_table_event(self, context, table_event_uri(table), document)
         return document
+
+    def _commit_iceberg(
+        self, table: LakeTable, staged: list[str | Mapping[str, Any]], user: str, identifier: int
+    ) -> dict[str, Any]:
+        from airflow_lakeformat.core.errors import RegisterError
+        from airflow_lakeformat.operators.iceberg_commits import (
+            add_data_files,
+            refuse_overwrite,
+            snapshot_fields,
+        )
+
+        native = table.native
+        refuse_overwrite(native, parse_overwrite(self.overwrite)[0])  # type: ignore[arg-type]
+        documents = [item for item in staged if not isinstance(item, str)]
+        if documents:
+            raise RegisterError(
+                table.uri,
+                f"{len(documents)} staged Paimon manifest entries cannot be committed to an Iceberg table; "
+                "stage Parquet file paths instead",
+            )
+        paths = [item for item in staged if isinstance(item, str)]
+        snapshot, landed = add_data_files(native, paths, user, identifier)  # type: ignore[arg-type]
+        if landed:
+            self.log.info(
+                "Snapshot %s already holds this commit (identifier %s)", snapshot.snapshot_id, identifier
+            )
+        return {
+            **snapshot_fields(snapshot),
+            "alreadyCommitted": landed,
+            "filesAdded": len(paths),
+            "filesDeleted": 0,
+        }
 
     def _commit(
         self, table: Table, staged: list[str | Mapping[str, Any]], user: str, identifier: int
@@ -263,12 +306,26 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
                     f"staged file has {size} bytes, its DataFileMeta says {entry.file.file_size}",
                 )
 
-    def _emit(self, context: Context, table_uri: str, document: Mapping[str, Any]) -> None:
-        extra = {"snapshotId": document["snapshotId"], "commitKind": document["commitKind"]}
-        events = context["outlet_events"]
-        if self.asset_alias is not None:
-            events[self.asset_alias].add(table_asset(table_uri), extra=extra)
-            return
-        for outlet in self.outlets:
-            if getattr(outlet, "uri", None) == table_asset(table_uri).uri:
-                events[outlet].extra = extra
+
+def table_event_uri(table: LakeTable) -> str:
+    """The Asset URI of a table's events: its root URI, or ``iceberg://<catalog>/<namespace>/<table>``."""
+    if is_catalog_table(table):
+        native = table.native.table  # type: ignore[union-attr]
+        *namespace, name = native.name()
+        return f"iceberg://{native.catalog.name}/{'/'.join(namespace)}/{name}"
+    return table_asset(table.uri).uri
+
+
+def emit_table_event(operator: Any, context: Context, asset_uri: str, document: Mapping[str, Any]) -> None:
+    """The table's Asset event (extra: ``snapshotId``, ``commitKind``): through the operator's AssetAlias when
+    the table was named relative to the connection or templated, else on the matching outlet."""
+    from airflow.sdk import Asset
+
+    extra = {"snapshotId": document["snapshotId"], "commitKind": document.get("commitKind")}
+    events = context["outlet_events"]
+    if operator.asset_alias is not None:
+        events[operator.asset_alias].add(Asset(uri=asset_uri), extra=extra)
+        return
+    for outlet in operator.outlets:
+        if getattr(outlet, "uri", None) == asset_uri:
+            events[outlet].extra = extra

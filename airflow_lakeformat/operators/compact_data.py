@@ -1,7 +1,13 @@
-"""``LakeformatCompactDataOperator``: bin-pack small data files of an append table, in the worker or on Spark.
+"""``LakeformatCompactDataOperator``: bin-pack small data files of a Paimon append table, in the worker or on Spark.
 
-Both modes run the same plan (``core/paimon/maintenance/data_compaction.py``) and commit one COMPACT snapshot;
-the operator holds the table's maintenance lock while it runs (dry runs excepted).
+Both modes run the same plan (``core/paimon/maintenance/data_compaction.py``) and commit one COMPACT snapshot
+as the connection's commit user, ``<commit_user_prefix>-<dag_id>-<task_id>`` (the Spark job gets it as
+``--commit-user``); the operator holds the table's maintenance lock while it runs (dry runs excepted). Data
+compaction of Iceberg tables is not implemented yet: such a table fails the task without retry with one
+message saying so, or skips it with ``skip_unsupported=True``.
+
+Example:
+    >>> LakeformatCompactDataOperator(task_id="compact_data", table="db.events", min_file_count=5)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from airflow_lakeformat.operators.templated import as_bool, optional_int
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.operators.base import LakeTable
 
 
 def partition_specs(value: Any) -> list[PartitionSpec] | None:
@@ -46,12 +52,13 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         ``compaction.min.file-num``). Templated.
     :param target_file_size: e.g. ``"128 mb"`` (default: the table's ``target-file-size``). Templated.
     :param dry_run: plan and report, write and commit nothing. Templated.
-    :param skip_unsupported: a table data compaction does not handle (primary keys, deletion vectors, a
-        file format other than Parquet, ...) skips the task instead of failing it, for DAGs that maintain
-        mixed lists of tables. Templated.
+    :param skip_unsupported: a table data compaction does not handle (an Iceberg table, primary keys,
+        deletion vectors, a file format other than Parquet, ...) skips the task instead of failing it, for
+        DAGs that maintain mixed lists of tables. Templated.
 
-    The XCom result is the data-compaction JSON (``snapshotId`` or null, ``groups``, ``filesRewritten``,
-    ``filesWritten``, bytes) plus ``table`` and ``execution``.
+    The XCom result is the data-compaction JSON (``operation: compact-data``, ``table``, ``format``,
+    ``dryRun``, ``snapshotId`` or null, ``groups``, ``filesRewritten``, ``filesWritten``, bytes) plus
+    ``execution``.
     """
 
     template_fields: Sequence[str] = (
@@ -61,6 +68,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         "target_file_size",
         "skip_unsupported",
     )
+    operation = "compact-data"
     spark_job = "compact_data"
 
     def __init__(
@@ -78,31 +86,37 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         self.min_file_count = min_file_count
         self.target_file_size = target_file_size
 
-    def check_table(self, table: Table) -> None:
+    def check_table(self, table: LakeTable) -> None:
         from airflow_lakeformat.core.errors import UnsupportedFormatError
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
 
         try:
-            check_compactable(table)
+            if table.format == "iceberg":
+                table.maintenance.compact_data()  # raises UnsupportedFormatError until Iceberg's lands
+            else:
+                check_compactable(table.native)  # type: ignore[arg-type]
         except UnsupportedFormatError as exc:
             if as_bool(self.skip_unsupported, "skip_unsupported"):
-                raise AirflowSkipException(f"skipped: {exc}") from exc
+                raise AirflowSkipException(f"skipped: {exc}") from None
             raise
 
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
+    def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
+        from airflow_lakeformat.core.paimon.commit import Committer
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
         from airflow_lakeformat.core.units import parse_memory_size
 
         target = parse_memory_size(str(self.target_file_size)) if self.target_file_size else None
+        native = table.native
         return compact_data(
-            table,
+            native,  # type: ignore[arg-type]
             dry_run=self.is_dry_run,
             partitions=partition_specs(self.partitions),
             min_file_count=optional_int(self.min_file_count, "min_file_count"),
             target_file_size=target,
+            committer=None if self.is_dry_run else Committer(native, self.task_commit_user(context)),  # type: ignore[arg-type]
         ).to_json()
 
-    def spark_job_args(self, context: Context) -> list[str]:
+    def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
         args: list[str] = []
         for spec in partition_specs(self.partitions) or []:
             args += ["--partition", ",".join(f"{k}={v}" for k, v in spec.items())]
@@ -111,4 +125,5 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
             args += ["--min-file-count", str(min_files)]
         if self.target_file_size:
             args += ["--target-file-size", str(self.target_file_size)]
+        args += ["--commit-user", self.task_commit_user(context)]
         return args

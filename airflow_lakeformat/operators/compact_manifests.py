@@ -1,36 +1,48 @@
-"""``LakeformatCompactManifestsOperator``: Paimon's manifest compaction, in the worker.
+"""``LakeformatCompactManifestsOperator``: manifest compaction of a Paimon or an Iceberg table, in the worker.
 
 Manifest compaction reads and rewrites metadata only (manifests are small Avro files), so it always runs
-in-process; there is no Spark job for it. It commits a COMPACT snapshot, or nothing when the merge
-changes nothing, and holds the table's maintenance lock while it runs (dry runs excepted).
+in-process; there is no Spark job for it. A Paimon table gets Paimon's ``compact_manifest`` (``full``) or its
+ordinary merge policy (``minor``) as one COMPACT snapshot, committed as the connection's commit user
+(``<commit_user_prefix>-<dag_id>-<task_id>``); an Iceberg table gets Java's ``RewriteManifests`` (``full``)
+or its commit-time merge (``minor``) as one ``replace`` snapshot whose summary names the same commit user
+(``lakeformat.commit-user``, as the Iceberg appends of ``operators/iceberg_commits.py`` do). Nothing is
+committed when the merge changes nothing; the table's maintenance lock is held while it runs (dry runs
+excepted).
+
+Example:
+    >>> LakeformatCompactManifestsOperator(task_id="compact_manifests", table="db.events", mode="full")  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.operators.base import LakeTable
 
 MODES = ("full", "minor")
 
 
 class LakeformatCompactManifestsOperator(LakeformatMaintenanceOperator):
-    """Compact the manifests of the table's latest snapshot.
+    """Compact the manifests of the table's latest snapshot (Iceberg: the head of ``main``).
 
-    :param mode: ``"full"`` merges everything (and drops DELETE entries with the files they delete);
-        ``"minor"`` applies the table's ordinary merge policy. Templated.
+    :param mode: ``"full"`` merges everything (Paimon also drops DELETE entries with the files they delete;
+        Iceberg clusters the live entries by partition); ``"minor"`` applies the table's ordinary merge
+        policy. Templated.
     :param dry_run: report what the merge would do, commit nothing. Templated.
 
-    The XCom result is the core's ``ManifestCompactionResult`` JSON plus ``table`` and ``execution``.
+    The XCom result is the core's manifest compaction JSON (``operation: compact-manifests``, ``table``,
+    ``format``, ``dryRun``, ``mode``, ``merge``, ``snapshotId``, manifests and bytes before and after) plus
+    ``execution``.
     """
 
     template_fields: Sequence[str] = (*LakeformatMaintenanceOperator.template_fields, "mode")
+    operation = "compact-manifests"
 
     def __init__(self, *, mode: str = "full", **kwargs: Any) -> None:
         kwargs.setdefault("execution", "local")
@@ -39,10 +51,27 @@ class LakeformatCompactManifestsOperator(LakeformatMaintenanceOperator):
             raise ValueError(f"mode must be 'full' or 'minor', not {mode!r}")
         self.mode = mode
 
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
-
+    def check_table(self, table: LakeTable) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be 'full' or 'minor', not {self.mode!r}")
-        result = compact_manifests(table, "full" if self.mode == "full" else "minor", dry_run=self.is_dry_run)
+
+    def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
+        mode: Literal["full", "minor"] = "full" if self.mode == "full" else "minor"
+        if table.format == "iceberg":
+            from airflow_lakeformat.operators.iceberg_commits import COMMIT_USER_PROPERTY
+
+            return table.maintenance.compact_manifests(  # type: ignore[call-arg]
+                mode,
+                dry_run=self.is_dry_run,
+                snapshot_properties={COMMIT_USER_PROPERTY: self.task_commit_user(context)},
+            ).to_json()
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+
+        committer = Committer(
+            table.native,  # type: ignore[arg-type]
+            self.task_commit_user(context),
+            allow_unsafe_publish=self.is_dry_run,
+        )
+        result = compact_manifests(table.native, mode, dry_run=self.is_dry_run, committer=committer)  # type: ignore[arg-type]
         return result.to_json()

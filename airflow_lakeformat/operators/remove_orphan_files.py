@@ -1,4 +1,15 @@
-"""``LakeformatRemoveOrphanFilesOperator``: orphan-file cleanup, in the worker or as a Spark job."""
+"""``LakeformatRemoveOrphanFilesOperator``: orphan-file cleanup of a Paimon or an Iceberg table, in the worker
+or as a Spark job.
+
+Paimon tables: files no snapshot, tag or changelog of any branch uses (``docs/maintenance.md``; default age
+1 day, under 1 hour refused). Iceberg tables: Java's ``DeleteOrphanFilesSparkAction`` rules
+(``docs/iceberg.md``; default age 3 days, under 24 hours refused, paths compared after scheme normalisation,
+a file valid under another scheme or authority aborts the run). Both dry-run unless ``dry_run=False``.
+
+Example:
+    >>> LakeformatRemoveOrphanFilesOperator(task_id="orphans", table="db.events", older_than="3 d",
+    ...                                     dry_run=False)  # doctest: +SKIP
+"""
 
 from __future__ import annotations
 
@@ -12,21 +23,31 @@ from airflow_lakeformat.operators.templated import as_bool, duration_arg, option
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.operators.base import LakeTable
 
 
 class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
-    """Delete old files that no snapshot, tag or changelog of any branch uses (``docs/maintenance.md``).
+    """Delete old files that no snapshot (of any branch, tag or changelog) or metadata file uses.
 
-    :param older_than: only files older than this are candidates: a ``timedelta`` or Paimon's syntax
-        (default 1 day; under 1 hour is refused unless ``allow_short_older_than``). Templated.
-    :param allow_short_older_than: accept ``older_than`` under 1 hour (only when no writer runs).
+    :param older_than: only files older than this are candidates: a ``timedelta`` or ``"3 d"`` (default:
+        Paimon 1 day, Iceberg 3 days; under 1 hour (Paimon) or 24 hours (Iceberg) is refused unless
+        ``allow_short_older_than``). Templated.
+    :param allow_short_older_than: accept a shorter ``older_than`` (only when no writer runs). Templated.
     :param dry_run: report what would be deleted, delete nothing (default True: pass ``dry_run=False`` to
         delete). Templated.
+
+    The XCom result is the cleanup result JSON (``operation: remove-orphan-files``, ``table``, ``format``,
+    ``dryRun``, files listed, candidates, orphans, files and bytes by kind) plus ``execution``.
     """
 
-    template_fields: Sequence[str] = (*LakeformatMaintenanceOperator.template_fields, "older_than")
+    template_fields: Sequence[str] = (
+        *LakeformatMaintenanceOperator.template_fields,
+        "older_than",
+        "allow_short_older_than",
+    )
+    operation = "remove-orphan-files"
     spark_job = "remove_orphan_files"
+    spark_iceberg = True
     deletes = True
 
     def __init__(
@@ -40,23 +61,38 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
         self.older_than = older_than
         self.allow_short_older_than = allow_short_older_than
 
-    def _older_than(self) -> timedelta:
+    def _older_than(self, table: LakeTable) -> timedelta:
+        given = optional_duration(self.older_than, "older_than")
+        if given is not None:
+            return given
+        if table.format == "iceberg":
+            from airflow_lakeformat.core.iceberg.orphans import DEFAULT_OLDER_THAN as ICEBERG_DEFAULT
+
+            return ICEBERG_DEFAULT
         from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN
 
-        return optional_duration(self.older_than, "older_than") or DEFAULT_OLDER_THAN
+        return DEFAULT_OLDER_THAN
 
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
+    def check_table(self, table: LakeTable) -> None:
+        self._older_than(table)
+        as_bool(self.allow_short_older_than, "allow_short_older_than")
+
+    def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
+        settings = {
+            "dry_run": self.is_dry_run,
+            "older_than": self._older_than(table),
+            "allow_short_older_than": as_bool(self.allow_short_older_than, "allow_short_older_than"),
+        }
+        if table.format == "iceberg":
+            from airflow_lakeformat.core.iceberg.orphans import remove_orphan_files as remove_iceberg
+
+            return remove_iceberg(table.native, **settings).to_json()  # type: ignore[arg-type]
         from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
 
-        return remove_orphan_files(
-            table,
-            dry_run=self.is_dry_run,
-            older_than=self._older_than(),
-            allow_short_older_than=as_bool(self.allow_short_older_than, "allow_short_older_than"),
-        ).to_json()
+        return remove_orphan_files(table.native, **settings).to_json()  # type: ignore[arg-type]
 
-    def spark_job_args(self, context: Context) -> list[str]:
-        args = ["--older-than", duration_arg(self._older_than())]
+    def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
+        args = ["--older-than", duration_arg(self._older_than(table))]
         if as_bool(self.allow_short_older_than, "allow_short_older_than"):
             args.append("--allow-short-older-than")
         return args

@@ -58,6 +58,31 @@ def optional_duration(value: timedelta | str | None, name: str) -> timedelta | N
         raise AirflowFailException(f"{name}: {exc}") from None
 
 
+def optional_older_than(value: timedelta | str | None, name: str) -> timedelta | str | None:
+    """An Iceberg ``older_than``: a duration as :func:`optional_duration` takes it, or an ISO-8601 timestamp
+    (``"2024-05-01T00:00:00Z"``), kept as text for the core; None and blank mean "not set"."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    text = str(value).strip()
+    if text.lower() in ("", "none", "null"):
+        return None
+    from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+    from airflow_lakeformat.core.units import DURATION_HELP, parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        parse_older_than(text, 0)
+    except ValueError:
+        raise AirflowFailException(
+            f"{name}: {value!r} is neither a duration ({DURATION_HELP}) nor an ISO-8601 timestamp "
+            "(e.g. '2024-05-01T00:00:00Z'; Iceberg tables only)"
+        ) from None
+    return text
+
+
 def duration_arg(value: timedelta) -> str:
     """A duration in Paimon's syntax for a job's command line (whole milliseconds)."""
     return f"{int(value.total_seconds() * 1000)} ms"

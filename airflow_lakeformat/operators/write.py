@@ -1,15 +1,20 @@
 """``LakeformatWriteOperator``: write a batch of rows (Parquet, CSV, JSON lines) into a table and commit it.
 
 ``execution="local"`` reads the source in the worker (``core.sources.read_source``), writes data files in
-the table's layout (``write_data_files``) and commits them; ``"spark"`` submits the ``write`` Spark job,
+the table's layout (Paimon: ``write_data_files``; Iceberg: pyiceberg's append through the core,
+``core/iceberg/write.py``) and commits them; ``"spark"`` submits the ``write`` Spark job (Paimon tables only),
 which writes on the executors and commits on the driver. Either way the commit is exactly once per task
 instance: the commit user is stable per DAG and task and the commit identifier is derived from the DAG
 run, the task, its map index and the source (:func:`~airflow_lakeformat.operators.commit.commit_identifier`),
 so an Airflow retry after a failure that happened after publishing finds its snapshot and reports
-``alreadyCommitted`` instead of writing the rows twice.
+``alreadyCommitted`` instead of writing the rows twice (Iceberg keeps both in the snapshot summary,
+``operators/iceberg_commits.py``). A partition overwrite of an Iceberg table is refused (not implemented yet).
 
 Writes take no maintenance lock (appends do not conflict with maintenance; the commit's conflict check
 covers the rest). On success the table's Asset gets an event with the snapshot id as extra.
+
+Example:
+    >>> LakeformatWriteOperator(task_id="write", table="analytics.events", source="s3://landing/batch.parquet")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -23,13 +28,19 @@ from airflow.sdk import AssetAlias
 from airflow_lakeformat.core.paimon.paths import format_partition_spec
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
-from airflow_lakeformat.operators.commit import commit_identifier, parse_overwrite, staged_digest
+from airflow_lakeformat.operators.commit import (
+    commit_identifier,
+    emit_table_event,
+    parse_overwrite,
+    staged_digest,
+    table_event_uri,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.operators.base import LakeTable
 
 SOURCE_FORMATS = ("parquet", "csv", "json")
 _EXTENSIONS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".json", ".jsonl", ".ndjson")}
@@ -59,15 +70,15 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         Templated.
     :param overwrite: ``"*"`` (the whole table) or a partition (``"dt=2024-01-01"`` or a dict): its live
         files are replaced by the new ones. Templated.
-    :param commit_user: the Paimon commit user (default: the connection's prefix, DAG id and task id). Templated.
-    :param execution: ``"local"`` (default) or ``"spark"`` (the ``write`` job); ``"auto"`` picks Spark by the
-        table's size like the maintenance operators. Templated.
+    :param commit_user: the commit user (default: the connection's prefix, DAG id and task id). Templated.
+    :param execution: ``"local"`` (default) or ``"spark"`` (the ``write`` job, Paimon tables only); ``"auto"``
+        picks Spark by the table's size like the maintenance operators. Templated.
     :param dry_run: read and check the source, write nothing. Templated.
     :param emit_asset: emit an Asset event for the table on success.
 
-    The XCom result is the write job's JSON (``snapshotId``, ``filesWritten``, ``rowsWritten``,
-    ``bytesWritten``, ``commitUser``, ``commitIdentifier``, ``alreadyCommitted``) plus ``table`` and
-    ``execution``.
+    The XCom result is the write's JSON (``operation: write``, ``table``, ``format``, ``dryRun``,
+    ``snapshotId``, ``filesWritten``, ``rowsWritten``, ``bytesWritten``, ``commitUser``, ``commitIdentifier``,
+    ``alreadyCommitted``) plus ``execution``.
     """
 
     template_fields: Sequence[str] = (
@@ -77,6 +88,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         "overwrite",
         "commit_user",
     )
+    operation = "write"
     spark_job = "write"
 
     def __init__(
@@ -107,6 +119,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         self.overwrite = overwrite
         self.commit_user = commit_user
         self.emit_asset = emit_asset
+        self._event_uri: str | None = None
 
     # -- identity ----------------------------------------------------------------------------------
 
@@ -117,7 +130,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         identifier = commit_identifier(
             ti.dag_id, context["run_id"], ti.task_id, map_index, staged_digest(what)
         )
-        user = self.commit_user or self.hook.commit_user(ti.dag_id, ti.task_id)
+        user = self.commit_user or self.task_commit_user(context)
         return user, identifier
 
     def _format(self) -> str:
@@ -127,34 +140,32 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
 
     def run(self, context: Context, table_uri: str) -> dict[str, Any]:
         result = super().run(context, table_uri)
-        if self.emit_asset and result.get("snapshotId") is not None and not result.get("dryRun"):
-            self._emit(context, result["table"], result)
+        done = result.get("snapshotId") is not None and not result.get("dryRun")
+        if self.emit_asset and done and self._event_uri is not None:
+            emit_table_event(self, context, self._event_uri, result)
         return result
 
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
-        from airflow_lakeformat.core.paimon.commit import Committer
-        from airflow_lakeformat.core.paimon.snapshot import CommitKind
-        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
-        from airflow_lakeformat.core.paimon.written_files import commit_written_files
+    def check_table(self, table: LakeTable) -> None:
+        self._event_uri = table_event_uri(table)
+        if table.format == "iceberg":
+            from airflow_lakeformat.operators.iceberg_commits import refuse_overwrite
+
+            refuse_overwrite(table.native, parse_overwrite(self.overwrite)[0])  # type: ignore[arg-type]
+
+    def _run_iceberg(self, context: Context, table: LakeTable, document: dict[str, Any]) -> dict[str, Any]:
+        from airflow_lakeformat.operators.iceberg_commits import append_rows, find_landed, snapshot_fields
 
         started = time.monotonic()
-        user, identifier = self._identity(context)
-        overwrite, partition_filter = parse_overwrite(self.overwrite)
-        kind = CommitKind.OVERWRITE if overwrite else CommitKind.APPEND
-        committer = Committer(table, user)
-        document: dict[str, Any] = {
-            "operation": "write",
-            "format": "paimon",
-            "commitUser": user,
-            "commitIdentifier": identifier,
-            "dryRun": self.is_dry_run,
-        }
+        native = table.native
+        user, identifier = document["commitUser"], document["commitIdentifier"]
+        landed = find_landed(native, user, identifier)  # type: ignore[arg-type]
         empty = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
-        landed = committer.find_landed(identifier, kind)
         if landed is not None:
-            self.log.info("Snapshot %s already holds this write (identifier %s)", landed.id, identifier)
-            return {**document, **empty, "snapshotId": landed.id, "alreadyCommitted": True}
-        data = self._read_source(table)
+            self.log.info(
+                "Snapshot %s already holds this write (identifier %s)", landed.snapshot_id, identifier
+            )
+            return {**document, **empty, "snapshotId": landed.snapshot_id, "alreadyCommitted": True}
+        data = self._read_source()
         if self.is_dry_run:
             return {
                 **document,
@@ -164,7 +175,56 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
                 "sourceRows": data.num_rows,
                 "durationSeconds": round(time.monotonic() - started, 3),
             }
-        entries = write_data_files(table, data)
+        snapshot, already = append_rows(native, data, user, identifier)  # type: ignore[arg-type]
+        summary = snapshot.summary
+        return {
+            **document,
+            "filesWritten": int(summary.get("added-data-files") or 0) if summary is not None else 0,
+            "rowsWritten": data.num_rows,
+            "bytesWritten": int(summary.get("added-files-size") or 0) if summary is not None else 0,
+            "filesDeleted": 0,
+            **snapshot_fields(snapshot),
+            "alreadyCommitted": already,
+            "durationSeconds": round(time.monotonic() - started, 3),
+        }
+
+    def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
+        from airflow_lakeformat.core.paimon.written_files import commit_written_files
+
+        started = time.monotonic()
+        user, identifier = self._identity(context)
+        document: dict[str, Any] = {
+            "operation": "write",
+            "format": table.format,
+            "commitUser": user,
+            "commitIdentifier": identifier,
+            "dryRun": self.is_dry_run,
+        }
+        if table.format == "iceberg":
+            return self._run_iceberg(context, table, document)
+        native: Any = table.native
+        overwrite, partition_filter = parse_overwrite(self.overwrite)
+        kind = CommitKind.OVERWRITE if overwrite else CommitKind.APPEND
+        committer = Committer(native, user)
+        empty = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
+        landed = committer.find_landed(identifier, kind)
+        if landed is not None:
+            self.log.info("Snapshot %s already holds this write (identifier %s)", landed.id, identifier)
+            return {**document, **empty, "snapshotId": landed.id, "alreadyCommitted": True}
+        data = self._read_source()
+        if self.is_dry_run:
+            return {
+                **document,
+                **empty,
+                "snapshotId": None,
+                "alreadyCommitted": False,
+                "sourceRows": data.num_rows,
+                "durationSeconds": round(time.monotonic() - started, 3),
+            }
+        entries = write_data_files(native, data)
         if not entries and not (overwrite and committer.overwrite_entries(partition_filter)):
             return {**document, **empty, "snapshotId": None, "alreadyCommitted": False}
         done = commit_written_files(
@@ -194,7 +254,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
             "durationSeconds": round(time.monotonic() - started, 3),
         }
 
-    def _read_source(self, table: Table) -> pa.Table:
+    def _read_source(self) -> pa.Table:
         """The source's rows: one file, or every file of the format under a directory (in name order)."""
         import fsspec
         import pyarrow as pa
@@ -216,7 +276,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         prefix = "" if protocol in ("file", "local") else f"{protocol}://"
         return pa.concat_tables([read_source(prefix + f, options) for f in files], promote_options="default")
 
-    def spark_job_args(self, context: Context) -> list[str]:
+    def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
         user, identifier = self._identity(context)
         args = ["--source", self.source, "--source-format", self._format()]
         args += ["--commit-user", user, "--commit-identifier", str(identifier)]
@@ -225,16 +285,3 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
             # The text form keeps awkward values (blanks, commas, NULL) exact: a JSON object when needed.
             args += ["--overwrite", format_partition_spec(partition_filter)]
         return args
-
-    # -- the Asset ---------------------------------------------------------------------------------
-
-    def _emit(self, context: Context, table_uri: str, document: Mapping[str, Any]) -> None:
-        extra = {"snapshotId": document["snapshotId"], "commitKind": document.get("commitKind")}
-        events = context["outlet_events"]
-        if self.asset_alias is not None:
-            events[self.asset_alias].add(table_asset(table_uri), extra=extra)
-            return
-        target = table_asset(table_uri).uri
-        for outlet in self.outlets:
-            if getattr(outlet, "uri", None) == target:
-                events[outlet].extra = extra

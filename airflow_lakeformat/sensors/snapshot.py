@@ -1,6 +1,8 @@
-"""``LakeformatSnapshotSensor``: wait for a new snapshot of a Paimon table.
+"""``LakeformatSnapshotSensor``: wait for a new snapshot of a Paimon or an Iceberg table, on a branch.
 
-"New" means an id above ``after_snapshot_id``. Left at None, it means newer than the snapshot the previous
+"New" means committed after ``after_snapshot_id`` (Paimon: an id above it; Iceberg, whose ids are random: a
+snapshot above it on the branch's ancestry, see ``triggers/watch.py``), passing the filters (commit kinds to
+ignore, a minimum of new records). Left at None, it means newer than the snapshot the previous
 run of this sensor matched. That id is kept in an Airflow Variable keyed by DAG, task, map index and table
 (the sensor logs the key; delete the Variable to start over). A Variable, because it is the one store the
 task SDK lets a task both read and write that outlives a DAG run and does not depend on how runs are
@@ -13,6 +15,10 @@ a retry and a cleared-and-rerun task all wait for the same thing and match the s
 the first run of a sensor there is no record, and the baseline is the table's latest snapshot at the
 first poke. Runs of one sensor that overlap in time share the record; give ``after_snapshot_id`` (templated)
 or ``max_active_runs=1`` when that matters.
+
+Example:
+    >>> LakeformatSnapshotSensor(task_id="wait", table="analytics.events", ignore_commit_kinds=["COMPACT"],
+    ...                          deferrable=True, poll_interval=60)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -33,8 +39,10 @@ from airflow_lakeformat.operators.templated import optional_int
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_lakeformat.core.paimon.table import Table
-    from airflow_lakeformat.triggers.snapshot import SnapshotWatch
+    from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
+    from airflow_lakeformat.triggers.watch import Watch
+
+    LakeTable = PaimonTable | IcebergLakeTable
 
 VARIABLE_PREFIX = "lakeformat_snapshot_sensor"
 
@@ -42,18 +50,29 @@ VARIABLE_PREFIX = "lakeformat_snapshot_sensor"
 class LakeformatSnapshotSensor(BaseSensorOperator):
     """Wait for a snapshot newer than ``after_snapshot_id`` that passes the filters; XCom gets the snapshot.
 
-    :param table: the table (full URI, or ``db.table`` under the connection's warehouse). Templated.
+    :param table: the table (full URI, ``db.table`` under the connection's warehouse, or ``namespace.table``
+        of the connection's Iceberg catalog). Templated.
     :param lakeformat_conn_id: the ``lakeformat`` connection. Templated.
-    :param after_snapshot_id: wait for an id above this one; None continues after the snapshot the
+    :param table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected). Templated.
+    :param branch: the branch to watch (default ``main``). Templated.
+    :param after_snapshot_id: wait for a snapshot after this one; None continues after the snapshot the
         previous run of this sensor matched. Templated.
-    :param ignore_commit_kinds: commit kinds that do not count, e.g. ``["COMPACT"]``.
-    :param min_new_records: the matched snapshots' ``deltaRecordCount`` must add up to at least this.
+    :param ignore_commit_kinds: commit kinds that do not count, e.g. ``["COMPACT"]`` (Paimon's kinds or
+        Iceberg's operations; ``COMPACT`` and ``REPLACE`` each ignore both).
+    :param min_new_records: the matched snapshots' net new records must add up to at least this.
     :param deferrable: hand the wait to the triggerer instead of holding a worker slot.
-    :param poll_interval: seconds between checks in the triggerer (default: ``poke_interval``).
+    :param poll_interval: seconds between looks at the table, in the triggerer and (unless ``poke_interval``
+        is given too) in the worker's poke or reschedule mode (default: ``poke_interval``, 60 s).
     :param check_before_defer: look once in the worker before deferring (a match then needs no trigger).
     """
 
-    template_fields: Sequence[str] = ("table", "lakeformat_conn_id", "after_snapshot_id")
+    template_fields: Sequence[str] = (
+        "table",
+        "lakeformat_conn_id",
+        "after_snapshot_id",
+        "table_format",
+        "branch",
+    )
     ui_color = "#d6ecf3"
 
     def __init__(
@@ -61,6 +80,8 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
         *,
         table: str,
         lakeformat_conn_id: str = DEFAULT_CONN_ID,
+        table_format: str | None = None,
+        branch: str = "main",
         after_snapshot_id: int | str | None = None,
         ignore_commit_kinds: Sequence[str] = (),
         min_new_records: int = 0,
@@ -69,19 +90,23 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
         check_before_defer: bool = True,
         **kwargs: Any,
     ) -> None:
-        from airflow_lakeformat.triggers.snapshot import normalize_commit_kinds
+        from airflow_lakeformat.triggers.watch import normalize_commit_kinds
 
+        if poll_interval is not None:
+            kwargs.setdefault("poke_interval", float(poll_interval))
         super().__init__(**kwargs)
         self.table = table
         self.lakeformat_conn_id = lakeformat_conn_id
+        self.table_format = table_format
+        self.branch = branch
         self.after_snapshot_id = after_snapshot_id
         self.ignore_commit_kinds = list(normalize_commit_kinds(ignore_commit_kinds))
         self.min_new_records = int(min_new_records)
         self.deferrable = deferrable
         self.poll_interval = float(poll_interval) if poll_interval is not None else self.poke_interval
         self.check_before_defer = check_before_defer
-        self._table: Table | None = None
-        self._watch: SnapshotWatch | None = None
+        self._table: LakeTable | None = None
+        self._watch: Watch | None = None
 
     @cached_property
     def hook(self) -> LakeformatHook:
@@ -91,9 +116,11 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
 
     def variable_key(self, context: Context, table_uri: str) -> str:
         ti = context["ti"]
-        return sensor_variable_key(ti.dag_id, ti.task_id, getattr(ti, "map_index", -1), table_uri)
+        return sensor_variable_key(
+            ti.dag_id, ti.task_id, getattr(ti, "map_index", -1), table_uri, self.branch or "main"
+        )
 
-    def resolve_baseline(self, context: Context, table: Table) -> int:
+    def resolve_baseline(self, context: Context, table: LakeTable) -> int:
         """The id to wait beyond (see the module docstring), recorded for later pokes and runs."""
         explicit = optional_int(self.after_snapshot_id, "after_snapshot_id")
         if explicit is not None:
@@ -124,7 +151,9 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
                 key,
             )
         else:
-            baseline = table.snapshot_manager.latest_snapshot_id() or 0
+            from airflow_lakeformat.triggers.watch import latest_snapshot_id
+
+            baseline = latest_snapshot_id(table, self.branch or "main")
             self.log.info(
                 "First run of this sensor: waiting for a snapshot after the latest, %s (Variable %s)",
                 baseline,
@@ -151,36 +180,42 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
 
     # -- running -----------------------------------------------------------------------------------
 
-    def _open(self) -> Table:
+    def _open(self) -> LakeTable:
         if self._table is None:
-            self._table = self.hook.open_table(self.table)
+            self._table = self.hook.open_lake_table(
+                self.table, self.table_format, branch=self.branch or "main"
+            )
         return self._table
 
     def _check(self, context: Context) -> dict[str, Any] | None:
         """One look at the table: the matched snapshot's JSON, or None. Table problems fail the task."""
-        from airflow_lakeformat.triggers.snapshot import SnapshotWatch, describe_error, is_permanent
+        from airflow_lakeformat.triggers.watch import describe_error, is_permanent, make_watch
 
         try:
             table = self._open()
             if self._watch is None:
-                self._watch = SnapshotWatch(
-                    self.resolve_baseline(context, table), self.ignore_commit_kinds, self.min_new_records
+                self._watch = make_watch(
+                    table.format,
+                    self.resolve_baseline(context, table),
+                    self.ignore_commit_kinds,
+                    self.min_new_records,
+                    self.branch or "main",
                 )
-            match = self._watch.poll(table)
+            match = self._watch.poll(table.native)  # type: ignore[arg-type]
         except Exception as exc:
             if is_permanent(exc):
-                raise AirflowFailException(describe_error(exc)) from exc
+                raise AirflowFailException(describe_error(exc)) from None
             raise
         return None if match is None else match.to_json()
 
     def _baseline_only(self, context: Context) -> int:
-        from airflow_lakeformat.triggers.snapshot import describe_error, is_permanent
+        from airflow_lakeformat.triggers.watch import describe_error, is_permanent
 
         try:
             return self.resolve_baseline(context, self._open())
         except Exception as exc:
             if is_permanent(exc):
-                raise AirflowFailException(describe_error(exc)) from exc
+                raise AirflowFailException(describe_error(exc)) from None
             raise
 
     def execute(self, context: Context) -> Any:
@@ -204,6 +239,8 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
                 ignore_commit_kinds=self.ignore_commit_kinds,
                 min_new_records=self.min_new_records,
                 poll_interval=self.poll_interval,
+                table_format=self.table_format,
+                branch=self.branch or "main",
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),
@@ -237,10 +274,12 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
         return snapshot
 
 
-def sensor_variable_key(dag_id: str, task_id: str, map_index: int | None, table_uri: str) -> str:
-    """The Variable that remembers what a sensor task last matched on a table."""
+def sensor_variable_key(
+    dag_id: str, task_id: str, map_index: int | None, table_uri: str, branch: str = "main"
+) -> str:
+    """The Variable that remembers what a sensor task last matched on a table (and branch)."""
     map_index = -1 if map_index is None else map_index
-    scope = f"{dag_id}\0{task_id}\0{map_index}\0{table_uri}"
+    scope = f"{dag_id}\0{task_id}\0{map_index}\0{table_uri}" + ("" if branch == "main" else f"\0{branch}")
     digest = hashlib.sha256(scope.encode("utf-8")).hexdigest()[:16]
     readable = f"{dag_id}.{task_id}" + (f".{map_index}" if map_index >= 0 else "")
     # Variable keys hold at most 250 characters; the digest keeps a truncated key unique.

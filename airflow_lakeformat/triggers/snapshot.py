@@ -1,154 +1,128 @@
-"""``LakeformatSnapshotTrigger``: wait in the triggerer for a table snapshot newer than a given id.
+"""Triggers that wait for table snapshots: one for a deferred sensor, one for an Asset watcher.
 
-The waiting rule lives in :class:`SnapshotWatch` so that the sensor's poke mode and the trigger apply
-exactly the same one: look at every snapshot with an id above ``after_snapshot_id``, skip the commit kinds
-to ignore, and match once at least one snapshot is left whose ``deltaRecordCount`` values add up to
-``min_new_records`` (a net count: an OVERWRITE that removes rows counts negative). The match is the newest
-such snapshot. A watch remembers how far it has read, so each poll reads only snapshots committed since.
+* :class:`LakeformatSnapshotTrigger` (a ``BaseTrigger``): what ``LakeformatSnapshotSensor`` defers to. It fires
+  once, when the table has a snapshot newer than ``after_snapshot_id`` that passes the filters
+  (``triggers/watch.py``), or with an error event.
+* :class:`LakeformatSnapshotEventTrigger` (a ``BaseEventTrigger``): for an Airflow ``AssetWatcher``, so an Asset
+  updates whenever ANY engine commits to the table (Spark, Flink, Trino, pyiceberg, this package): it runs in
+  the triggerer for as long as a DAG schedules on the Asset and yields one event per matching commit (several
+  commits between two polls make one event, for the newest, with the count). :func:`watched_table_asset`
+  builds the Asset with its watcher.
 
-Reads are blocking file IO, so the trigger runs them in a thread (``asyncio.to_thread``); the connection
-is fetched by id inside the triggerer, so no storage secret is ever serialized with the trigger.
+Both work on Paimon and Iceberg tables alike (format detected, or ``table_format``), on any branch. Reads are
+blocking file IO, so they run in a thread (``asyncio.to_thread``); the connection is fetched by id inside the
+triggerer, so no storage or catalog secret is ever serialized with a trigger.
+
+Example:
+    >>> from airflow.sdk import DAG
+    >>> events = watched_table_asset("s3://lake/wh/db.db/events", ignore_commit_kinds=["COMPACT"])  # doctest: +SKIP
+    >>> with DAG("on_every_commit", schedule=[events]):  # doctest: +SKIP
+    ...     ...
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
-from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatConnectionError, LakeformatHook
+from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook, normalize_format
+from airflow_lakeformat.triggers.watch import (
+    COMMIT_KINDS,
+    ICEBERG_OPERATIONS,
+    IcebergSnapshotWatch,
+    SnapshotMatch,
+    SnapshotWatch,
+    describe_error,
+    is_permanent,
+    latest_snapshot_id,
+    make_watch,
+    normalize_commit_kinds,
+)
 
-if TYPE_CHECKING:
-    from airflow_lakeformat.core.paimon.snapshot import Snapshot
-    from airflow_lakeformat.core.paimon.table import Table
+__all__ = [
+    "COMMIT_KINDS",
+    "ICEBERG_OPERATIONS",
+    "IcebergSnapshotWatch",
+    "LakeformatSnapshotEventTrigger",
+    "LakeformatSnapshotTrigger",
+    "SnapshotMatch",
+    "SnapshotWatch",
+    "describe_error",
+    "is_permanent",
+    "normalize_commit_kinds",
+    "watched_table_asset",
+]
 
-# Paimon's commit kinds (core.snapshot.CommitKind), spelled out so that DAG files can be parsed without
-# importing the core; a test keeps the two in step.
-COMMIT_KINDS = ("APPEND", "COMPACT", "OVERWRITE", "ANALYZE")
 DEFAULT_POLL_INTERVAL = 30.0
 # Errors that are not about the table itself (a dropped connection, a throttled request) are retried for
 # this many consecutive polls before the trigger gives up.
 MAX_CONSECUTIVE_TRANSIENT_ERRORS = 3
+# An Asset watcher never gives up; it logs a failing poll at most this often.
+WATCHER_ERROR_LOG_SECONDS = 300.0
+STATE_KEY = "lakeformatLastSnapshotId"
 
 
-def normalize_commit_kinds(kinds: Sequence[str] | str | None) -> tuple[str, ...]:
-    """Upper-cased, validated commit kinds (a single kind may be given as a string)."""
-    if kinds is None:
-        return ()
-    values = [kinds] if isinstance(kinds, str) else list(kinds)
-    result = tuple(str(k).strip().upper() for k in values)
-    unknown = sorted(set(result) - set(COMMIT_KINDS))
-    if unknown:
-        raise ValueError(f"unknown commit kind(s) {unknown}; Paimon's kinds are {', '.join(COMMIT_KINDS)}")
-    return result
-
-
-@dataclass(frozen=True)
-class SnapshotMatch:
-    """The snapshot a wait ended on, and what was counted to get there."""
+class _TableWait:
+    """What both triggers hold (a mixin): the table, the connection, the filters, and opening the table."""
 
     table: str
-    after_snapshot_id: int
-    snapshot_id: int
-    commit_kind: str
-    time_millis: int
-    delta_record_count: int | None
-    total_record_count: int | None
-    new_records: int
-    snapshots_matched: int
+    lakeformat_conn_id: str
+    ignore_commit_kinds: list[str]
+    min_new_records: int
+    poll_interval: float
+    table_format: str | None
+    branch: str
 
-    def to_json(self) -> dict[str, Any]:
+    def _set_wait(
+        self,
+        table: str,
+        lakeformat_conn_id: str,
+        ignore_commit_kinds: Sequence[str],
+        min_new_records: int,
+        poll_interval: float,
+        table_format: str | None,
+        branch: str,
+    ) -> None:
+        self.table = table
+        self.lakeformat_conn_id = lakeformat_conn_id
+        self.ignore_commit_kinds = list(normalize_commit_kinds(ignore_commit_kinds))
+        self.min_new_records = int(min_new_records)
+        self.poll_interval = float(poll_interval)
+        self.table_format = normalize_format(table_format)
+        self.branch = branch or "main"
+
+    def common_kwargs(self) -> dict[str, Any]:
         return {
             "table": self.table,
-            "afterSnapshotId": self.after_snapshot_id,
-            "id": self.snapshot_id,
-            "commitKind": self.commit_kind,
-            "timeMillis": self.time_millis,
-            "deltaRecordCount": self.delta_record_count,
-            "totalRecordCount": self.total_record_count,
-            "newRecords": self.new_records,
-            "snapshotsMatched": self.snapshots_matched,
+            "lakeformat_conn_id": self.lakeformat_conn_id,
+            "ignore_commit_kinds": list(self.ignore_commit_kinds),
+            "min_new_records": self.min_new_records,
+            "poll_interval": self.poll_interval,
+            "table_format": self.table_format,
+            "branch": self.branch,
         }
 
-
-class SnapshotWatch:
-    """Incremental check for a snapshot newer than ``after_snapshot_id`` that passes the filters."""
-
-    def __init__(
-        self, after_snapshot_id: int, ignore_commit_kinds: Sequence[str] = (), min_new_records: int = 0
-    ) -> None:
-        self.after_snapshot_id = after_snapshot_id
-        self.ignore_commit_kinds = frozenset(normalize_commit_kinds(ignore_commit_kinds))
-        self.min_new_records = min_new_records
-        self.examined = after_snapshot_id
-        self.new_records = 0
-        self.matched = 0
-        self.newest: Snapshot | None = None
-
-    def poll(self, table: Table) -> SnapshotMatch | None:
-        """Read the snapshots committed since the last poll; the match, or None to keep waiting."""
-        from airflow_lakeformat.core.errors import SnapshotNotFoundError
-
-        manager = table.snapshot_manager
-        latest = manager.latest_snapshot_id()
-        if latest is not None and latest > self.examined:
-            first = self.examined + 1
-            earliest = manager.earliest_snapshot_id()
-            if earliest is not None and earliest > first:
-                first = earliest  # the ones in between were expired; their records can no longer be counted
-
-            def read(snapshot_id: int) -> Snapshot | None:
-                try:
-                    return manager.snapshot(snapshot_id)
-                except SnapshotNotFoundError:
-                    return None  # expired between the listing and the read
-
-            for snapshot in table.parallel_map(read, list(range(first, latest + 1))):
-                if snapshot is None or snapshot.commit_kind.value in self.ignore_commit_kinds:
-                    continue
-                self.new_records += snapshot.delta_record_count or 0
-                self.matched += 1
-                self.newest = snapshot
-            self.examined = latest
-        if self.newest is None or self.new_records < self.min_new_records:
-            return None
-        return SnapshotMatch(
-            table=table.uri,
-            after_snapshot_id=self.after_snapshot_id,
-            snapshot_id=self.newest.id,
-            commit_kind=self.newest.commit_kind.value,
-            time_millis=self.newest.time_millis,
-            delta_record_count=self.newest.delta_record_count,
-            total_record_count=self.newest.total_record_count,
-            new_records=self.new_records,
-            snapshots_matched=self.matched,
+    async def _open_table(self) -> Any:
+        hook = await LakeformatHook.async_for_conn(self.lakeformat_conn_id)
+        return await asyncio.to_thread(
+            hook.open_lake_table, self.table, self.table_format, branch=self.branch
         )
 
 
-def describe_error(exc: BaseException) -> str:
-    """One line for a task log: our typed errors already name the file and the problem."""
-    from airflow_lakeformat.core.errors import LakeformatError
-
-    if isinstance(exc, (LakeformatError, LakeformatConnectionError)):
-        return str(exc)
-    return f"{type(exc).__name__}: {exc}"
-
-
-def is_permanent(exc: BaseException) -> bool:
-    """Errors about the table or the connection settings, which waiting cannot cure."""
-    from airflow_lakeformat.core.errors import LakeformatError
-
-    return isinstance(exc, (LakeformatError, LakeformatConnectionError, ValueError))
-
-
-class LakeformatSnapshotTrigger(BaseTrigger):
+class LakeformatSnapshotTrigger(_TableWait, BaseTrigger):
     """Fire once the table has a snapshot newer than ``after_snapshot_id`` that passes the filters.
 
     Yields one event: ``{"status": "success", "snapshot": {...}}`` with the matched snapshot (see
-    :class:`SnapshotMatch`), or ``{"status": "error", "message": ...}``.
+    :class:`SnapshotMatch`), or ``{"status": "error", "table": ..., "message": ...}``.
+
+    :param table: full URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's catalog.
+    :param after_snapshot_id: wait for a snapshot after this one (Iceberg: above it on the branch; 0: any).
+    :param table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected).
+    :param branch: the branch to watch (default ``main``).
     """
 
     def __init__(
@@ -159,40 +133,39 @@ class LakeformatSnapshotTrigger(BaseTrigger):
         ignore_commit_kinds: Sequence[str] = (),
         min_new_records: int = 0,
         poll_interval: float = DEFAULT_POLL_INTERVAL,
+        table_format: str | None = None,
+        branch: str = "main",
     ) -> None:
         super().__init__()
-        self.table = table
-        self.lakeformat_conn_id = lakeformat_conn_id
+        self._set_wait(
+            table,
+            lakeformat_conn_id,
+            ignore_commit_kinds,
+            min_new_records,
+            poll_interval,
+            table_format,
+            branch,
+        )
         self.after_snapshot_id = int(after_snapshot_id)
-        self.ignore_commit_kinds = list(normalize_commit_kinds(ignore_commit_kinds))
-        self.min_new_records = int(min_new_records)
-        self.poll_interval = float(poll_interval)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            f"{type(self).__module__}.{type(self).__qualname__}",
-            {
-                "table": self.table,
-                "lakeformat_conn_id": self.lakeformat_conn_id,
-                "after_snapshot_id": self.after_snapshot_id,
-                "ignore_commit_kinds": list(self.ignore_commit_kinds),
-                "min_new_records": self.min_new_records,
-                "poll_interval": self.poll_interval,
-            },
-        )
+        kwargs = self.common_kwargs()
+        kwargs["after_snapshot_id"] = self.after_snapshot_id
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         try:
-            hook = await LakeformatHook.async_for_conn(self.lakeformat_conn_id)
-            table = await asyncio.to_thread(hook.open_table, self.table)
+            table = await self._open_table()
         except Exception as exc:
             yield self._error(exc)
             return
-        watch = SnapshotWatch(self.after_snapshot_id, self.ignore_commit_kinds, self.min_new_records)
+        watch = make_watch(
+            table.format, self.after_snapshot_id, self.ignore_commit_kinds, self.min_new_records, self.branch
+        )
         failures = 0
         while True:
             try:
-                match = await asyncio.to_thread(watch.poll, table)
+                match = await asyncio.to_thread(watch.poll, table.native)
                 failures = 0
             except Exception as exc:
                 failures += 1
@@ -208,3 +181,142 @@ class LakeformatSnapshotTrigger(BaseTrigger):
 
     def _error(self, exc: BaseException) -> TriggerEvent:
         return TriggerEvent({"status": "error", "table": self.table, "message": describe_error(exc)})
+
+
+class LakeformatSnapshotEventTrigger(_TableWait, BaseEventTrigger):
+    """For an ``AssetWatcher``: yield an event for every new snapshot of the table that passes the filters.
+
+    The first poll starts after ``after_snapshot_id`` when given, else after what the Asset's state store
+    remembers from an earlier run of this watcher (the triggerer injects it), else after the table's latest
+    snapshot at that poll: only commits made while the watcher runs count. Each event's payload is
+    ``{"status": "success", "snapshot": {...}}`` (:class:`SnapshotMatch`); Airflow records it as the Asset
+    event's extra ``payload``. A table that does not exist yet or a failing store is waited out (logged at most
+    every 5 minutes), never reported as an event.
+
+    :param table: full URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's catalog.
+    :param after_snapshot_id: report snapshots after this one; None: after the latest when the watcher starts.
+    """
+
+    def __init__(
+        self,
+        table: str,
+        lakeformat_conn_id: str = DEFAULT_CONN_ID,
+        ignore_commit_kinds: Sequence[str] = (),
+        min_new_records: int = 0,
+        poll_interval: float = DEFAULT_POLL_INTERVAL,
+        table_format: str | None = None,
+        branch: str = "main",
+        after_snapshot_id: int | None = None,
+    ) -> None:
+        super().__init__()
+        self._set_wait(
+            table,
+            lakeformat_conn_id,
+            ignore_commit_kinds,
+            min_new_records,
+            poll_interval,
+            table_format,
+            branch,
+        )
+        self.after_snapshot_id = None if after_snapshot_id is None else int(after_snapshot_id)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        kwargs = self.common_kwargs()
+        kwargs["after_snapshot_id"] = self.after_snapshot_id
+        return f"{type(self).__module__}.{type(self).__qualname__}", kwargs
+
+    async def _remembered(self) -> int | None:
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return None
+        try:
+            value = await store.aget(STATE_KEY)
+        except Exception as exc:  # no store access (e.g. no watched Asset): start after the latest
+            self.log.info("no remembered snapshot for %s (%s)", self.table, exc)
+            return None
+        return int(value) if isinstance(value, (int, str)) and str(value).lstrip("-").isdigit() else None
+
+    async def _remember(self, snapshot_id: int) -> None:
+        store = getattr(self, "asset_state_store", None)
+        if store is None:
+            return
+        try:
+            await store.aset(STATE_KEY, snapshot_id)
+        except Exception as exc:
+            self.log.warning("could not remember snapshot %s of %s (%s)", snapshot_id, self.table, exc)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        watch = None
+        last_logged = 0.0
+        while True:
+            try:
+                if watch is None:
+                    table = await self._open_table()
+                    after = self.after_snapshot_id
+                    if after is None:
+                        after = await self._remembered()
+                    if after is None:
+                        after = await asyncio.to_thread(latest_snapshot_id, table, self.branch)
+                    watch = make_watch(
+                        table.format, after, self.ignore_commit_kinds, self.min_new_records, self.branch
+                    )
+                    self.log.info("watching %s for commits after snapshot %s", table.uri, after)
+                match = await asyncio.to_thread(watch.poll, table.native)
+            except Exception as exc:
+                if time.monotonic() - last_logged >= WATCHER_ERROR_LOG_SECONDS:
+                    last_logged = time.monotonic()
+                    self.log.warning("watching %s: %s; will look again", self.table, describe_error(exc))
+                match = None
+            if match is not None:
+                yield TriggerEvent({"status": "success", "snapshot": match.to_json()})
+                await self._remember(match.snapshot_id)
+                watch.restart()  # type: ignore[union-attr]
+            await asyncio.sleep(self.poll_interval)
+
+
+def watched_table_asset(
+    table: str,
+    *,
+    lakeformat_conn_id: str = DEFAULT_CONN_ID,
+    table_format: str | None = None,
+    branch: str = "main",
+    ignore_commit_kinds: Sequence[str] = (),
+    min_new_records: int = 0,
+    poll_interval: float = DEFAULT_POLL_INTERVAL,
+    asset_uri: str | None = None,
+    watcher_name: str | None = None,
+) -> Any:
+    """The table's Asset with an ``AssetWatcher`` that records an event for every matching commit.
+
+    Args:
+        table: full URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's catalog.
+        lakeformat_conn_id: the connection; read when the DAG file is parsed unless ``asset_uri`` is given.
+        table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected).
+        branch: the branch to watch.
+        ignore_commit_kinds: e.g. ``["COMPACT"]`` (also ignores Iceberg ``REPLACE``).
+        min_new_records: records an event needs (summed over the commits since the previous event).
+        poll_interval: seconds between looks at the table.
+        asset_uri: the Asset's URI (default: the table's root URI, ``iceberg://<catalog>/<ns>/<table>`` for a
+            catalog table, as the write and commit operators name it).
+        watcher_name: the watcher's unique name (default: from the Asset's URI and the branch).
+
+    Returns:
+        An ``airflow.sdk.Asset`` to put in a DAG's ``schedule``.
+
+    Example:
+        >>> asset = watched_table_asset("analytics.events", ignore_commit_kinds=["COMPACT"])  # doctest: +SKIP
+    """
+    from airflow.sdk import Asset, AssetWatcher
+
+    uri = asset_uri or LakeformatHook(lakeformat_conn_id).resolve(table, table_format).asset_uri
+    trigger = LakeformatSnapshotEventTrigger(
+        table=table,
+        lakeformat_conn_id=lakeformat_conn_id,
+        ignore_commit_kinds=ignore_commit_kinds,
+        min_new_records=min_new_records,
+        poll_interval=poll_interval,
+        table_format=table_format,
+        branch=branch,
+    )
+    name = watcher_name or f"lakeformat-commits:{uri}" + ("" if branch == "main" else f"@{branch}")
+    return Asset(uri=uri, watchers=[AssetWatcher(name=name, trigger=trigger)])

@@ -105,7 +105,7 @@ def test_literal_table_uri_emits_its_asset_and_queues_the_consumer(
         (
             "db.missing",
             ["dt=2024-01-01/bucket-0/data-x.parquet"],
-            "db.db/missing: not a Paimon table (the path does not exist)",
+            "db.db/missing: no Paimon or Iceberg table here (the path does not exist)",
         ),
         (
             "db.events",

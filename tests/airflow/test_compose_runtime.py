@@ -86,6 +86,7 @@ LONG_RUNNING_AIRFLOW = (
 )
 # The example DAGs' table under the compose connection's warehouse.
 DEMO_TABLE = "demo.db/events"
+ICEBERG_DEMO_TABLE = "demo.db/events_iceberg"
 
 
 def normalize(name: str) -> str:
@@ -669,7 +670,9 @@ for dag_id, dag in sorted(bag.dags.items()):
                 named.append((key, value, "lakeformat_default"))
         for kind, raw, conn_id in named:
             rendered = env.from_string(raw).render(params=params)
-            uri = LakeformatHook(conn_id).table_uri(rendered)
+            # Where the task will open it: a root URI, or a catalog identifier when the connection has a catalog.
+            table_format = getattr(task, "table_format", None) if kind == "table" else None
+            uri = LakeformatHook(conn_id).resolve(rendered, table_format).target
             refs.append({"task": task.task_id, "kind": kind, "value": raw, "uri": uri})
         refs += [{"task": task.task_id, "kind": "asset", "uri": o.uri} for o in task.outlets if hasattr(o, "uri")]
     report["dags"][dag_id] = {"file": dag.fileloc, "refs": refs}
@@ -705,16 +708,20 @@ def test_every_example_dag_resolves_its_table_to_the_s3_warehouse(stack: Stack) 
     files = {Path(d["file"]).name for d in report["dags"].values()}
     assert files == {p.name for p in (REPO / "dags").glob("*.py")}, "every example DAG file defines a DAG"
     table = f"{warehouse}/{DEMO_TABLE}"
+    # The Iceberg example keeps its own table: without a catalog in the connection, a Hadoop-layout table
+    # under the same S3 warehouse (a Paimon and an Iceberg table cannot share one root).
+    tables = {"lakeformat_iceberg_maintenance": f"{warehouse}/{ICEBERG_DEMO_TABLE}"}
     for dag_id, dag in report["dags"].items():
         refs = dag["refs"]
         assert any(ref["kind"] == "table" for ref in refs) or any(ref["kind"] == "asset" for ref in refs), (
             f"{dag_id} names no table"
         )
         for ref in refs:
-            expected = f"{warehouse}/_staging" if ref["kind"] == "staging" else table
+            expected = f"{warehouse}/_staging" if ref["kind"] == "staging" else tables.get(dag_id, table)
             assert ref["uri"] == expected, (dag_id, ref)
     kinds = {(dag_id, ref["kind"]) for dag_id, dag in report["dags"].items() for ref in dag["refs"]}
     assert ("lakeformat_ingest", "staging") in kinds and ("lakeformat_downstream_asset", "asset") in kinds
+    assert ("lakeformat_iceberg_maintenance", "table") in kinds, "the Iceberg DAG's table was resolved"
 
 
 # -- Spark --------------------------------------------------------------------------------------------

@@ -15,7 +15,11 @@ REPO = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.airflow, pytest.mark.spark, pytest.mark.slow]
 
 
-def row(out: str, label: str) -> tuple[str, str]:
+def row(out: str, label: str, table: str | None = None) -> tuple[str, str]:
+    """A before -> after row of the comparison printed for ``table`` (default: the first comparison)."""
+    if table is not None:
+        start = out.index("== Before -> after")
+        out = out[out.index(f"table {table} (", start) :]
     match = re.search(rf"^  {re.escape(label)}\s+(\S+) ->\s+(\S+)$", out, re.MULTILINE)
     assert match, f"no before/after row {label!r} in:\n{out[-3000:]}"
     return match[1], match[2]
@@ -43,9 +47,10 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
         "lakeformat_downstream_asset",
         "lakeformat_manual_maintenance",
         "lakeformat_maintenance",
+        "lakeformat_iceberg_maintenance",
     ):
         assert f"-- airflow dags test {dag}" in out
-    assert out.count("run finished: success") == 9 and "run finished: failed" not in out
+    assert out.count("run finished: success") == 11 and "run finished: failed" not in out
     assert (
         f"{table}: wrote 1000 rows in 1 file(s), replaced 0; committed snapshot 4 (APPEND); execution: spark"
         in out
@@ -62,4 +67,17 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
     assert row(out, "manifests (latest)") == ("4", "1")
     assert row(out, "data files on disk") == ("5", "1")  # the 4 compacted files and the orphan are gone
     assert len(list(table.rglob("data-*.parquet"))) == 1
-    assert len(list((tmp_path / "demo-airflow" / "demo-logs").glob("*.log"))) == 10
+    # The Iceberg table (an SQL catalog on SQLite): 4 appends, expiry keeps the last, the manifest
+    # compaction's replace snapshot on top; its 4 data files stay live and the orphan is gone.
+    iceberg = "demo.events_iceberg"
+    assert "default:demo.events_iceberg: expired 3 of 4 snapshots; files deleted: 3 manifest-list (" in out
+    assert "1 orphaned; files deleted: 1 data-file (" in out.split("== Iceberg maintenance for real")[1]
+    assert row(out, "snapshots", iceberg) == ("4", "2")
+    assert row(out, "latest commit kind", iceberg) == ("APPEND", "REPLACE")
+    assert row(out, "live data files", iceberg) == ("4", "4")
+    assert row(out, "live rows", iceberg) == ("4000", "4000")
+    assert row(out, "manifests (latest)", iceberg) == ("4", "1")
+    assert row(out, "data files on disk", iceberg) == ("5", "4")
+    root = tmp_path / "demo-warehouse" / "iceberg" / "demo" / "events_iceberg"
+    assert len(list((root / "data").glob("*.parquet"))) == 4
+    assert len(list((tmp_path / "demo-airflow" / "demo-logs").glob("*.log"))) == 12

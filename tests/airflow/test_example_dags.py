@@ -384,3 +384,61 @@ def test_sensor_dag_with_an_explicit_snapshot_id_matches_at_once(
     # The newest matching snapshot, with the records of every snapshot after the given id (6 + 7).
     assert (matched["id"], matched["afterSnapshotId"], matched["newRecords"]) == (3, 1, 13)
     assert matched["table"] == uri
+
+
+# -- Iceberg ---------------------------------------------------------------------------------------
+
+
+def test_iceberg_maintenance_dag_on_a_sqlite_catalog(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_lakeformat.core.iceberg.catalog import open_catalog_table
+    from tests.airflow.iceberg_helpers import catalog_connection, plant_old_file
+
+    warehouse = tmp_path / "wh"
+    warehouse.mkdir()
+    properties = catalog_connection(monkeypatch, warehouse, commit_user_prefix="demo")
+    run, states = run_dag("lakeformat_iceberg_maintenance", run_conf={"batches": 3, "rows": 10})
+    assert set(states.values()) == {"success"}
+    table = open_catalog_table("demo.events_iceberg", catalog_properties=properties)
+    assert len(table.metadata.snapshots) == 3, "created and appended; the maintenance was a dry run"
+    planned = run.get_task_instance("expire_snapshots").xcom_pull(task_ids="expire_snapshots")
+    assert (planned["operation"], planned["format"], planned["dryRun"]) == (
+        "expire-snapshots",
+        "iceberg",
+        True,
+    )
+    current = table.snapshot()
+    assert current is not None and current.summary is not None
+    assert current.summary["lakeformat.commit-user"] == "demo-lakeformat_iceberg_maintenance-append_batches"
+    orphan = plant_old_file(table, days=4)
+
+    conf = {"batches": 1, "rows": 10, "dry_run": False, "retain_min": 1, "older_than": "1 ms"}
+    run, states = run_dag("lakeformat_iceberg_maintenance", run_conf=conf)
+    assert set(states.values()) == {"success"}
+    table.refresh()
+    snapshots = table.metadata.snapshots
+    # 4 appends, 3 expired, then the manifest compaction's replace snapshot on top of the last append.
+    assert len(snapshots) == 2 and snapshots[1].summary is not None
+    assert snapshots[1].summary.operation.value == "replace"
+    assert table.table.scan().to_arrow().num_rows == 40
+    assert not os.path.exists(orphan)
+    removed = run.get_task_instance("remove_orphan_files").xcom_pull(task_ids="remove_orphan_files")
+    assert (removed["files"], removed["table"]) == ({"data-file": 1}, "default:demo.events_iceberg")
+
+
+def test_iceberg_maintenance_dag_without_a_catalog_keeps_a_hadoop_layout_table_under_the_warehouse(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+
+    warehouse = tmp_path / "wh"
+    set_connection(monkeypatch, "lakeformat_default", host=str(warehouse))
+    conf = {"batches": 2, "rows": 5, "dry_run": False, "retain_min": 1, "older_than": "1 ms"}
+    run, _ = run_dag("lakeformat_iceberg_maintenance", run_conf=conf)
+    root = warehouse / "demo.db" / "events_iceberg"
+    assert (root / "metadata" / "version-hint.text").exists()
+    table = open_path_table(str(root))
+    assert len(table.metadata.snapshots) == 2 and table.table.scan().to_arrow().num_rows == 10
+    expired = run.get_task_instance("expire_snapshots").xcom_pull(task_ids="expire_snapshots")
+    assert (expired["table"], len(expired["snapshotsExpired"])) == (str(root), 1)

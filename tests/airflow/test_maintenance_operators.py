@@ -53,6 +53,10 @@ def test_compact_manifests_full_dry_run_and_minor(warehouse: Path) -> None:
     assert result["table"] == str(root)
     latest = table.snapshot_manager.latest_snapshot()
     assert latest is not None and latest.commit_kind.value == "COMPACT"
+    # The connection's commit user (prefix, DAG, task), as for the commit and write operators.
+    assert latest.commit_user == "airflow-lakeformat_test_compact_manifests-compact"
+    assert list(result)[:4] == ["operation", "table", "format", "dryRun"]
+    assert (result["operation"], result["format"]) == ("compact-manifests", "paimon")
     # The real runs held the lock and released it: generation 1 for minor, 2 for full.
     assert lock_files(root) == [
         "maintenance-lock-1",
@@ -151,6 +155,9 @@ def test_compact_data_dry_run_then_for_real_in_the_worker(warehouse: Path) -> No
     assert (result["execution"], result["table"]) == ("local", str(root))
     latest = table.snapshot_manager.latest_snapshot()
     assert latest is not None and latest.commit_kind.value == "COMPACT" and latest.total_record_count == 14
+    assert latest.commit_user == "airflow-lakeformat_test_compact_data-compact_data"
+    assert list(result)[:4] == ["operation", "table", "format", "dryRun"]
+    assert (result["operation"], result["format"], result["dryRun"]) == ("compact-data", "paimon", False)
     after = _live_files(table)
     assert len(after) == 2 and len(set(after) - set(before)) == 1, "3 files became 1; the lone file stayed"
     assert lock_files(root) == ["maintenance-lock-1", "maintenance-lock-1.released"]
@@ -184,6 +191,9 @@ def test_compact_data_on_spark_commits_what_the_worker_would(warehouse: Path) ->
         run_conf={"table": "db.events", "execution": "spark", "dry_run": False}
     )
     result = xcom_result(run, "compact_data")
+    # The Spark job's result comes back in the one shape, without the job's own bookkeeping.
+    assert list(result)[:4] == ["operation", "table", "format", "dryRun"]
+    assert "job" not in result and "mode" not in result and result["operation"] == "compact-data"
     assert (result["execution"], result["snapshotId"], result["filesRewritten"], result["filesWritten"]) == (
         "spark",
         4,
@@ -192,6 +202,8 @@ def test_compact_data_on_spark_commits_what_the_worker_would(warehouse: Path) ->
     )
     latest = table.snapshot_manager.latest_snapshot()
     assert latest is not None and latest.commit_kind.value == "COMPACT" and latest.total_record_count == 12
+    # The job commits as the connection's commit user, passed as --commit-user, like the worker does.
+    assert latest.commit_user == "airflow-lakeformat_test_compact_data-compact_data"
     assert len(_live_files(table)) == 1
     assert lock_files(root) == ["maintenance-lock-1", "maintenance-lock-1.released"]
 
@@ -230,6 +242,33 @@ def test_spark_job_failure_on_corrupt_metadata_fails_once_with_the_jobs_message(
     assert task_states(run)["compact_data"] == ("failed", 1), "exit code 4 (corrupt metadata) is not retried"
     message = str(module.FAILURES["lakeformat_test_spark_failure"])
     assert message.startswith(f"Spark job compact_data on {root} failed: {root}/snapshot/snapshot-1: ")
+
+
+def test_expiry_with_fewer_snapshots_than_retain_min_says_every_snapshot_is_kept(warehouse: Path) -> None:
+    table = make_table(str(warehouse / "db.db" / "events"))
+    for _ in range(3):
+        append(table, 1)
+    module = load_dag_module("lakeformat_test_maintenance")
+    result = xcom_result(module.expire_dag.test(run_conf={"table": "db.events", "retain_min": 10}), "expire")
+    assert (result["operation"], result["dryRun"], result["snapshotsExpired"]) == (
+        "expire-snapshots",
+        True,
+        [],
+    )
+    assert "retain-min 10 keeps every snapshot: the table has 3 (1..3)" in result["decisions"]
+    assert not any("keeps snapshots from -" in d for d in result["decisions"]), result["decisions"]
+
+
+def test_a_bad_duration_names_the_accepted_formats(warehouse: Path) -> None:
+    make_table(str(warehouse / "db.db" / "events"))
+    module = load_dag_module("lakeformat_test_maintenance")
+    module.FAILURES.clear()
+    run = module.expire_dag.test(run_conf={"table": "db.events", "retain_min": 10, "older_than": "an hour"})
+    assert task_states(run)["expire"] == ("failed", 1)
+    assert str(module.FAILURES["lakeformat_test_expire"]) == (
+        "older_than: not a duration: 'an hour' (a whole number and a unit: ms, s, min, h or d, e.g. '30 min', "
+        "'1 h', '7 d'; a bare number is ms)"
+    )
 
 
 def test_operators_that_delete_dry_run_unless_told_otherwise() -> None:

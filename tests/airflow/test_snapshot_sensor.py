@@ -54,6 +54,8 @@ def test_deferrable_sensor_resumes_on_a_new_snapshot_and_the_next_run_continues_
     assert any("[DAG TEST] running trigger in line" in r.getMessage() for r in caplog.records), "it deferred"
     assert xcom_result(first, "wait") == {
         "table": uri,
+        "format": "paimon",
+        "branch": "main",
         "afterSnapshotId": 2,  # the latest snapshot when this sensor first ran
         "id": 5,
         "commitKind": "APPEND",
@@ -142,7 +144,7 @@ def test_missing_table_and_bad_connection_fail_once(warehouse: Path, monkeypatch
     run = module.explicit_dag.test(run_conf={"table": "db.nothing", "after": 0})
     assert task_states(run)["wait"] == ("failed", 1)
     assert str(module.FAILURES["lakeformat_test_sensor_explicit"]) == (
-        f"{warehouse}/db.db/nothing: not a Paimon table (the path does not exist)"
+        f"{warehouse}/db.db/nothing: no Paimon or Iceberg table here (the path does not exist)"
     )
     set_connection(monkeypatch, "lakeformat_default", host=str(warehouse), extra={"storage_options": "{oops"})
     module.FAILURES.clear()
@@ -176,6 +178,8 @@ def test_trigger_serializes_without_secrets_and_round_trips() -> None:
         "ignore_commit_kinds": ["COMPACT"],
         "min_new_records": 10,
         "poll_interval": 15.0,
+        "table_format": None,
+        "branch": "main",
     }
     assert json.loads(json.dumps(kwargs)) == kwargs
     rebuilt = import_string(classpath)(**kwargs)
@@ -202,7 +206,7 @@ def test_trigger_events(warehouse: Path) -> None:
     assert missing == {
         "status": "error",
         "table": "db.other",
-        "message": f"{warehouse}/db.db/other: not a Paimon table (the path does not exist)",
+        "message": f"{warehouse}/db.db/other: no Paimon or Iceberg table here (the path does not exist)",
     }
 
 

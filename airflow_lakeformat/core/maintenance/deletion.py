@@ -348,7 +348,8 @@ class FileDeleter:
                     if attempt + 1 < self.max_attempts:
                         self._backoff(attempt)
                     continue
-                except BaseException:  # anything else ends the run: give the slot back, or later deletes wait forever
+                except BaseException:
+                    # Anything else ends the run: give the slot back, or later deletes wait forever.
                     self.in_flight.release(0, 0.0)
                     raise
                 # S3 does not say whether a key existed, so every key without an error counts as deleted.

@@ -1,13 +1,14 @@
 """``spark-submit`` job ``compact_data``: bin-pack small data files of an append table, rewritten on executors.
 
     spark-submit compact_data.py --table URI [--partition k=v,... (repeatable)] [--min-file-count N]
-        [--target-file-size SIZE] [--dry-run] [--parallelism N] [--result PATH]
+        [--target-file-size SIZE] [--commit-user U] [--dry-run] [--parallelism N] [--result PATH]
 
 The driver makes the same plan as the driver-side operation
 (:func:`~airflow_lakeformat.core.paimon.maintenance.data_compaction.plan_data_compaction`), executors
 rewrite its groups (:func:`~airflow_lakeformat.core.paimon.maintenance.data_compaction.rewrite_group`),
 and the driver commits one COMPACT snapshot, refused if a planned file stopped being live
-meanwhile. A dry run only plans, and reports the plan. Files of a failed or refused run are
+meanwhile, as ``--commit-user`` (default: a new ``lakeformat-compact-data-<uuid>``; the operator passes the
+connection's ``<commit_user_prefix>-<dag_id>-<task_id>``). A dry run only plans, and reports the plan. Files of a failed or refused run are
 orphans, which orphan cleanup removes.
 """
 
@@ -19,6 +20,7 @@ from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
+from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
     CompactionGroup,
     commit_data_compaction,
@@ -44,6 +46,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--min-file-count", type=int, help="smallest group worth a rewrite (default: 5)")
     parser.add_argument("--target-file-size", help="e.g. '128 mb' (default: the table's target-file-size)")
+    parser.add_argument(
+        "--commit-user", help="commit user of the COMPACT snapshot (default: lakeformat-compact-data-<uuid>)"
+    )
 
 
 def rewrite_partition(
@@ -79,6 +84,7 @@ def run(context: JobContext) -> dict[str, Any]:
     )
     if args.dry_run:
         return {**dry_run_result(plan, context.started).to_json(), "plan": plan.to_json()}
+    committer = Committer(table, args.commit_user) if args.commit_user else None
     if not plan.groups:
         return commit_data_compaction(table, plan, [], started=context.started).to_json()
     payloads = list(enumerate(plan.groups))
@@ -94,7 +100,9 @@ def run(context: JobContext) -> dict[str, Any]:
     for index, records in rdd.mapPartitions(body).collect():
         rewritten[index] = [ManifestEntry(record) for record in records]
     context.before_commit()
-    return commit_data_compaction(table, plan, rewritten, started=context.started).to_json()
+    return commit_data_compaction(
+        table, plan, rewritten, committer=committer, started=context.started
+    ).to_json()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,10 +8,10 @@ from typing import Any
 from airflow.sdk import DAG, Context
 
 from airflow_lakeformat.core.errors import CommitStateUnknownError
-from airflow_lakeformat.core.paimon.table import Table
-from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
+from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator, LakeTable
 from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
 from airflow_lakeformat.operators.compact_manifests import LakeformatCompactManifestsOperator
+from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
 
 FAILURES: dict[str, BaseException] = {}
 
@@ -27,7 +27,7 @@ PARAMS = {"table": "db.events", "mode": "full", "dry_run": False}
 class UnknownOutcomeOperator(LakeformatMaintenanceOperator):
     """A maintenance step whose commit ends in an unknown state (as after a lost acknowledgement)."""
 
-    def run_local(self, context: Context, table: Table) -> dict[str, Any]:
+    def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
         raise CommitStateUnknownError(
             f"commit of snapshot 9 to {table.uri} has an unknown outcome after 11 attempts"
         )
@@ -89,4 +89,17 @@ with DAG("lakeformat_test_execution_auto", schedule=None, params=PARAMS) as auto
 with DAG("lakeformat_test_spark_failure", schedule=None, params=PARAMS) as spark_failure_dag:
     LakeformatCompactDataOperator(
         task_id="compact_data", table="{{ params.table }}", execution="spark", **SPARK, **COMMON
+    )
+
+with DAG(
+    "lakeformat_test_expire",
+    schedule=None,
+    params={"table": "db.events", "retain_min": 10, "older_than": "1 ms"},
+) as expire_dag:
+    LakeformatExpireSnapshotsOperator(
+        task_id="expire",
+        table="{{ params.table }}",
+        retain_min="{{ params.retain_min }}",
+        older_than="{{ params.older_than }}",
+        **COMMON,
     )
