@@ -25,7 +25,11 @@ volumes are temporary directories. Nothing else is changed; in particular every 
 * the stack starts in compose's order, every service passing its healthcheck (SeaweedFS, then warehouse-init,
   then the api-server, then the scheduler, dag-processor and triggerer), and the example DAGs, driven through
   the REST API, write the demo table on SeaweedFS: ingest (staging on S3), the Asset-scheduled downstream DAG,
-  and the deferrable sensor completing in the triggerer after a second ingest.
+  and the deferrable sensor completing in the triggerer after a second ingest; then the manual maintenance of
+  that Paimon table and of the Iceberg example's table, each a dry run (nothing changed) then a real run
+  (compacted, snapshots expired), and bad input (a missing table, an orphan age under the floor) stopping
+  each run in its validation task with one message and nothing else run, while a duration the parser would
+  refuse is refused at trigger time by the Param's pattern.
 """
 
 from __future__ import annotations
@@ -482,7 +486,8 @@ class Stack:
 
     # -- the REST API of the api-server (every request is an admin's: SIMPLE_AUTH_MANAGER_ALL_ADMINS) --
 
-    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """The HTTP status and the JSON body of a request, errors included."""
         url = f"http://127.0.0.1:{self.ports[('airflow-api-server', 8080)]}/api/v2/{path}"
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(
@@ -490,9 +495,17 @@ class Stack:
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return json.loads(response.read())
+                return response.status, json.loads(response.read())
         except urllib.error.HTTPError as exc:
-            raise AssertionError(f"{method} {path}: {exc.code} {exc.read()[:2000]!r}") from exc
+            text = exc.read()
+            with contextlib.suppress(ValueError):
+                return exc.code, json.loads(text)
+            return exc.code, text.decode(errors="replace")
+
+    def api(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        status, answer = self.request(method, path, body)
+        assert status < 400, f"{method} {path}: {status} {str(answer)[:2000]}"
+        return answer
 
 
 @pytest.fixture(scope="module")
@@ -776,13 +789,20 @@ def trigger(stack: Stack, dag_id: str, conf: dict[str, Any] | None = None) -> st
     return str(run_["dag_run_id"])
 
 
-def finished(stack: Stack, dag_id: str, run_id: str) -> Any:
+def ended(stack: Stack, dag_id: str, run_id: str) -> tuple[str, list[dict[str, Any]]]:
+    """The run's final state and its task instances."""
+
     def probe() -> str | None:
         state = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"]
         return state if state in ("success", "failed") else None
 
     state = wait_for(f"{dag_id} {run_id}", probe, stack)
     tasks = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
+    return state, tasks
+
+
+def finished(stack: Stack, dag_id: str, run_id: str) -> Any:
+    state, tasks = ended(stack, dag_id, run_id)
     assert state == "success", {t["task_id"]: t["state"] for t in tasks}
     return tasks
 
@@ -793,7 +813,8 @@ def xcom(stack: Stack, dag_id: str, run_id: str, task_id: str) -> Any:
     )["value"]
 
 
-def s3_keys(stack: Stack, prefix: str) -> list[str]:
+def s3_client(stack: Stack) -> tuple[Any, str, str]:
+    """A boto3 client on the stack's SeaweedFS with the connection's keys; the warehouse's bucket and prefix."""
     import boto3
     from botocore.config import Config
 
@@ -807,8 +828,47 @@ def s3_keys(stack: Stack, prefix: str) -> list[str]:
         region_name=connection["extra"]["region"],
         config=Config(s3={"addressing_style": "path"}),
     )
+    return client, bucket, key_prefix
+
+
+def s3_keys(stack: Stack, prefix: str) -> list[str]:
+    """The keys under ``<warehouse>/<prefix>`` (full keys, the warehouse's prefix included)."""
+    client, bucket, key_prefix = s3_client(stack)
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{key_prefix}/{prefix}")
     return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
+
+
+def s3_json(stack: Stack, key: str) -> Any:
+    """The JSON document at a full key of the warehouse's bucket."""
+    client, bucket, _ = s3_client(stack)
+    return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
+
+
+def stopped_at_validation(stack: Stack, dag_id: str, run_id: str, before: tuple[str, ...] = ()) -> str:
+    """The run failed in ``validate_inputs`` (first try, no retry) after the tasks ``before`` it succeeded,
+    every other task is upstream_failed; returns the one message the task's log shows, exactly once."""
+    state, tasks = ended(stack, dag_id, run_id)
+    states = {t["task_id"]: (t["state"], t["try_number"]) for t in tasks}
+    assert state == "failed", states
+    assert {task: states.pop(task) for task in before} == {task: ("success", 1) for task in before}
+    assert states.pop("validate_inputs") == ("failed", 1), states
+    assert states and {s for s, _ in states.values()} == {"upstream_failed"}, states
+    path = f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/validate_inputs/logs/1?full_content=true"
+    log = stack.api("GET", path)["content"]
+
+    def strings(value: Any) -> Iterator[str]:
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            yield from (s for v in value.values() for s in strings(v))
+        elif isinstance(value, list):
+            yield from (s for v in value for s in strings(v))
+
+    said = [m for text in strings(log) for m in re.findall(r"\d+ invalid inputs?, nothing was run: .*", text)]
+    assert len(said) == 1, (said, log)
+    errors = [e for event in log if isinstance(event, dict) for e in event.get("error_detail") or []]
+    assert [e["exc_type"] for e in errors] == ["AirflowFailException"], errors  # no chained exception
+    return said[0]
 
 
 def seaweedfs_ports(stack: Stack) -> list[str]:
@@ -901,7 +961,109 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         snapshots = s3_keys(stack, f"{DEMO_TABLE}/snapshot/snapshot-")
         assert [key.rsplit("/", 1)[1] for key in snapshots] == ["snapshot-1", "snapshot-2"]
         assert len(s3_keys(stack, "_staging/batch-")) == 2
+
+        manual_maintenance_of_both_formats(stack)
     finally:
         stack.stop_all()
     for name in ("seaweedfs", "airflow-api-server", "airflow-scheduler"):
         assert stack.healthcheck(name).returncode != 0, f"a stopped {name} fails its healthcheck"
+
+
+PAIMON_MAINTENANCE = "lakeformat_manual_maintenance"
+ICEBERG_MAINTENANCE = "lakeformat_iceberg_maintenance"
+
+
+def iceberg_metadata(stack: Stack) -> tuple[list[str], Any]:
+    """The Iceberg table's ``metadata/`` keys and its latest ``v<N>.metadata.json``."""
+    keys = s3_keys(stack, f"{ICEBERG_DEMO_TABLE}/metadata/")
+    versions = [k for k in keys if re.search(r"/v\d+\.metadata\.json$", k)]
+    latest = max(versions, key=lambda k: int(re.findall(r"/v(\d+)\.", k)[-1]))
+    return keys, s3_json(stack, latest)
+
+
+def manual_maintenance_of_both_formats(stack: Stack) -> None:
+    """Maintenance of the Paimon demo table (2 snapshots, one file each) and of the Iceberg example's table,
+    triggered with Params, dry run then real; then bad input stops each run in its validation task. The two
+    DAGs' runs go side by side (each DAG runs one at a time)."""
+    table = f"{compose_connection(stack)['host']}/{DEMO_TABLE}"
+    paimon = {"table": "demo.events", "min_file_count": 2, "retain_min": 1, "older_than": "1 ms"}
+    iceberg = {"batches": 3, "rows": 10, "retain_min": 1, "older_than": "1 ms"}
+
+    # Dry runs: each step reports what it would do; the Paimon table keeps every key, the Iceberg table
+    # gets its 3 appends (which always happen) and nothing else.
+    paimon_keys = s3_keys(stack, f"{DEMO_TABLE}/")
+    dry = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "dry_run": True})
+    iceberg_dry = trigger(stack, ICEBERG_MAINTENANCE, {**iceberg, "dry_run": True})
+    finished(stack, PAIMON_MAINTENANCE, dry)
+    assert xcom(stack, PAIMON_MAINTENANCE, dry, "validate_inputs")["table"] == table
+    planned = xcom(stack, PAIMON_MAINTENANCE, dry, "compact_data")
+    assert (planned["dryRun"], planned["filesRewritten"], planned["snapshotId"]) == (True, 2, None)
+    planned = xcom(stack, PAIMON_MAINTENANCE, dry, "expire_snapshots")
+    assert (planned["dryRun"], planned["snapshotsExpired"]) == (True, [1])
+    assert s3_keys(stack, f"{DEMO_TABLE}/") == paimon_keys, "a dry run changed the Paimon table"
+    finished(stack, ICEBERG_MAINTENANCE, iceberg_dry)
+    appended = xcom(stack, ICEBERG_MAINTENANCE, iceberg_dry, "append_batches")
+    assert len(appended) == 3
+    keys, metadata = iceberg_metadata(stack)
+    assert [s["snapshot-id"] for s in metadata["snapshots"]] == appended
+    assert len([k for k in keys if k.endswith(".metadata.json")]) == 1 + 3, "create, 3 appends, no more"
+    planned = xcom(stack, ICEBERG_MAINTENANCE, iceberg_dry, "expire_snapshots")
+    assert (planned["dryRun"], sorted(planned["snapshotsExpired"])) == (True, sorted(appended[:2]))
+
+    # Real runs: Paimon compacts the two files (a COMPACT snapshot) and expires snapshots 1 and 2 with the
+    # files only they used; Iceberg expires the first two appends and compacts the manifests.
+    real = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "dry_run": False})
+    iceberg_real = trigger(stack, ICEBERG_MAINTENANCE, {**iceberg, "batches": 0, "dry_run": False})
+    finished(stack, PAIMON_MAINTENANCE, real)
+    compacted = xcom(stack, PAIMON_MAINTENANCE, real, "compact_data")
+    assert (compacted["dryRun"], compacted["filesRewritten"], compacted["snapshotId"]) == (False, 2, 3)
+    assert xcom(stack, PAIMON_MAINTENANCE, real, "expire_snapshots")["snapshotsExpired"] == [1, 2]
+    snapshots = [k.rsplit("/", 1)[1] for k in s3_keys(stack, f"{DEMO_TABLE}/snapshot/snapshot-")]
+    assert "snapshot-1" not in snapshots and "snapshot-2" not in snapshots and "snapshot-3" in snapshots
+    [compaction] = s3_keys(stack, f"{DEMO_TABLE}/snapshot/snapshot-3")
+    assert s3_json(stack, compaction)["commitKind"] == "COMPACT"
+    data_before = {k for k in paimon_keys if k.endswith(".parquet")}
+    data_after = {k for k in s3_keys(stack, f"{DEMO_TABLE}/") if k.endswith(".parquet")}
+    assert len(data_before) == 2 and len(data_after) == 1 and not data_before & data_after
+    finished(stack, ICEBERG_MAINTENANCE, iceberg_real)
+    expired = xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "expire_snapshots")
+    assert (expired["dryRun"], sorted(expired["snapshotsExpired"])) == (False, sorted(appended[:2]))
+    assert xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "compact_manifests")["merge"] == "full"
+    after, metadata = iceberg_metadata(stack)
+    new = [k for k in after if k.endswith(".metadata.json") and k not in keys]
+    assert len(new) == 2, "the expiry's and the manifest compaction's commits"
+    assert metadata["snapshots"][0]["snapshot-id"] == appended[2], "the last append is kept"
+    assert [s["summary"]["operation"] for s in metadata["snapshots"]] == ["append", "replace"]
+
+    # Bad input: each run stops in its validation task with one message; nothing else runs.
+    paimon_keys = s3_keys(stack, f"{DEMO_TABLE}/")
+    iceberg_keys = s3_keys(stack, f"{ICEBERG_DEMO_TABLE}/")
+    missing = trigger(stack, PAIMON_MAINTENANCE, {"table": "demo.nope", "dry_run": False})
+    iceberg_short = trigger(stack, ICEBERG_MAINTENANCE, {"orphan_older_than": "2 h", "dry_run": False})
+    message = stopped_at_validation(stack, PAIMON_MAINTENANCE, missing)
+    assert message.startswith(
+        "1 invalid input, nothing was run: table 'demo.nope' does not exist at "
+        f"{compose_connection(stack)['host']}/demo.db/nope"
+    ), message
+    assert message.endswith("under the warehouse of connection 'lakeformat_default'"), message
+    assert s3_keys(stack, "demo.db/nope") == []
+    short = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "orphan_older_than": "10 m", "dry_run": False})
+    message = stopped_at_validation(stack, ICEBERG_MAINTENANCE, iceberg_short, before=("ensure_table",))
+    assert message.startswith(
+        "1 invalid input, nothing was run: orphan_older_than '2 h' is under the 24 h floor for Iceberg tables"
+    ), message
+    message = stopped_at_validation(stack, PAIMON_MAINTENANCE, short)
+    assert message.startswith(
+        "1 invalid input, nothing was run: orphan_older_than '10 m' is under the 1 h floor for Paimon tables"
+    ), message
+    assert s3_keys(stack, f"{DEMO_TABLE}/") == paimon_keys
+    assert s3_keys(stack, f"{ICEBERG_DEMO_TABLE}/") == iceberg_keys
+    # A duration the parser refuses cannot even be triggered: the Param's pattern refuses it (the form's check).
+    dag_ids = (PAIMON_MAINTENANCE, ICEBERG_MAINTENANCE)
+    runs = {dag_id: stack.api("GET", f"dags/{dag_id}/dagRuns")["total_entries"] for dag_id in dag_ids}
+    for dag_id in dag_ids:
+        for param, bad in (("older_than", "soon"), ("orphan_older_than", "2 weeks")):
+            body = {"logical_date": None, "conf": {param: bad, "dry_run": False}}
+            status, answer = stack.request("POST", f"dags/{dag_id}/dagRuns", body)
+            assert status == 400 and f"Invalid input for param {param}:" in str(answer), (status, answer)
+    assert {dag_id: stack.api("GET", f"dags/{dag_id}/dagRuns")["total_entries"] for dag_id in dag_ids} == runs
