@@ -305,8 +305,8 @@ class IcebergMaintenance:
     Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor);
     orphan cleanup Java's ``DeleteOrphanFilesSparkAction`` (``core/iceberg/orphans.py``), stricter.
     Expiry follows Java's ``expire_snapshots`` (``core/iceberg/expiry.py``) and deletes the files only
-    expired snapshots reached. Data compaction of Iceberg tables is being built (issue 12); until it
-    lands, calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
+    expired snapshots reached. Data compaction of Iceberg tables is not implemented (pyiceberg 0.12 has
+    no rewrite of data files to build on); calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
     """
 
     def __init__(self, table: IcebergTable) -> None:
