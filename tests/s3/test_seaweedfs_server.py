@@ -288,3 +288,16 @@ def test_recursive_delete_leaves_no_objects(seaweedfs: SeaweedFSServer, s3_bucke
     # Note: SeaweedFS may keep listing the emptied "table/" prefix as a
     # directory (so exists() can stay true); what must hold is no objects.
     assert seaweedfs.fs().find(_path(s3_bucket, "")) == [_path(s3_bucket, "keep/me")]
+
+
+def test_a_session_can_write_to_more_buckets_than_weed_mini_sizes_itself_for(
+    seaweedfs: SeaweedFSServer,
+) -> None:
+    """Each bucket takes a volume of its own; `weed mini` alone allows as many volumes as the free disk
+    suggests (47 on the CI disk), after which every write fails with InternalError. The whole suite makes
+    more buckets than that in one session, so the server is started with a volume limit above it."""
+    fs = seaweedfs.fs()
+    for index in range(60):
+        bucket = seaweedfs.create_bucket(f"t-many-buckets-{uuid.uuid4().hex[:12]}")
+        fs.pipe_file(f"{bucket.removeprefix('s3://')}/probe/{index}", b"x")
+    assert fs.cat_file(f"{bucket.removeprefix('s3://')}/probe/59") == b"x"

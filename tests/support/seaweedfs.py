@@ -407,6 +407,10 @@ class SeaweedFSServer:
             "-master.telemetry=false",
             # Behave like AWS: writing to a missing bucket is an error.
             "-s3.autoCreateBucket=false",
+            # Every bucket is a collection with a volume of its own, and `weed mini` derives its volume
+            # limit from the free disk (47 here): a session making more buckets than that got
+            # "InternalError" on every write. Volumes are not preallocated, so a high limit costs nothing.
+            "-volume.max=2000",
         ]
         for service in _SERVICES:
             args.append(f"-{service}.port={self.ports[service]}")
