@@ -96,10 +96,10 @@ class SnapshotMatch:
         }
 
 
-class SnapshotWatch:
-    """Incremental check of a Paimon table for a snapshot newer than ``after_snapshot_id`` that passes the filters."""
+class _Watch:
+    """The filters and counters both formats' watches keep between polls."""
 
-    format = "paimon"
+    format: str
 
     def __init__(
         self,
@@ -112,17 +112,24 @@ class SnapshotWatch:
         self.ignore_commit_kinds = _ignored(ignore_commit_kinds)
         self.min_new_records = min_new_records
         self.branch = branch
-        self.examined = after_snapshot_id
+        self.examined = after_snapshot_id  # the newest snapshot (Iceberg: branch head) the last poll saw
         self.new_records = 0
         self.matched = 0
-        self.newest: Snapshot | None = None
+        self.newest: Any = None
 
     def restart(self) -> None:
-        """Count afresh from the last snapshot examined (after a match was reported, for an Asset watcher)."""
+        """Count afresh from what was last examined (after a match was reported, for an Asset watcher)."""
         self.after_snapshot_id = self.examined
         self.new_records = 0
         self.matched = 0
         self.newest = None
+
+
+class SnapshotWatch(_Watch):
+    """Incremental check of a Paimon table for a snapshot newer than ``after_snapshot_id`` that passes the filters."""
+
+    format = "paimon"
+    newest: Snapshot | None
 
     def poll(self, table: Table) -> SnapshotMatch | None:
         """Read the snapshots committed since the last poll; the match, or None to keep waiting."""
@@ -184,10 +191,11 @@ def iceberg_delta(snapshot: IcebergSnapshot) -> int:
     return (_summary_int(snapshot, "added-records") or 0) - (_summary_int(snapshot, "deleted-records") or 0)
 
 
-class IcebergSnapshotWatch:
+class IcebergSnapshotWatch(_Watch):
     """Incremental check of an Iceberg table's branch for snapshots above ``after_snapshot_id`` (0: none)."""
 
     format = "iceberg"
+    newest: IcebergSnapshot | None
 
     def __init__(
         self,
@@ -196,23 +204,9 @@ class IcebergSnapshotWatch:
         min_new_records: int = 0,
         branch: str = "main",
     ) -> None:
-        self.after_snapshot_id = after_snapshot_id
-        self.ignore_commit_kinds = _ignored(ignore_commit_kinds)
-        self.min_new_records = min_new_records
-        self.branch = branch
-        self.examined = after_snapshot_id  # the branch head at the previous poll
+        super().__init__(after_snapshot_id, ignore_commit_kinds, min_new_records, branch)
         self.seen: set[int] = set()
         self.baseline_ms: int | None = None
-        self.new_records = 0
-        self.matched = 0
-        self.newest: IcebergSnapshot | None = None
-
-    def restart(self) -> None:
-        """Count afresh from the last head examined (after a match was reported, for an Asset watcher)."""
-        self.after_snapshot_id = self.examined
-        self.new_records = 0
-        self.matched = 0
-        self.newest = None
 
     def poll(self, table: IcebergTable) -> SnapshotMatch | None:
         """Reload the table, walk the branch from its head down to what was examined; the match or None."""
