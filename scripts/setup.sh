@@ -79,7 +79,7 @@ fi
 # ---- PostgreSQL server for tests/airflow/test_compose_runtime.py (begin: docker-compose section) -------
 # That test runs the compose stack's services on a real PostgreSQL (initdb/pg_ctl from Debian's postgresql
 # package; no cluster of the package is used). Installed when missing and we may (root + apt-get); otherwise
-# the test skips and says why. LAKEFORMAT_SKIP_POSTGRES=1 skips this step. The test builds the image's venv,
+# the test fails and says why. LAKEFORMAT_SKIP_POSTGRES=1 skips this step and those tests. The test builds the image's venv,
 # .venv-compose, itself (from requirements/runtime.lock, cached).
 if [ "${LAKEFORMAT_SKIP_POSTGRES:-0}" != "1" ] && ! compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
@@ -89,10 +89,10 @@ if [ "${LAKEFORMAT_SKIP_POSTGRES:-0}" != "1" ] && ! compgen -G "/usr/lib/postgre
       || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends postgresql >/dev/null 2>&1; }; then
       log "installed Debian's postgresql package ($(elapsed "$t") s)"
     else
-      log "could not install Debian's postgresql package: tests/airflow/test_compose_runtime.py will skip"
+      log "could not install Debian's postgresql package: tests/airflow/test_compose_runtime.py will fail (LAKEFORMAT_SKIP_POSTGRES=1 skips it)"
     fi
   else
-    log "no PostgreSQL server (/usr/lib/postgresql/*/bin/initdb) and not root with apt-get: tests/airflow/test_compose_runtime.py will skip"
+    log "no PostgreSQL server (/usr/lib/postgresql/*/bin/initdb) and not root with apt-get: tests/airflow/test_compose_runtime.py will fail (LAKEFORMAT_SKIP_POSTGRES=1 skips it)"
   fi
 fi
 # ---- (end: docker-compose section) ----------------------------------------------------------------
