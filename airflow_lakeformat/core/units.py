@@ -13,7 +13,8 @@ DURATION_HELP = (
     "a whole number and a unit: ms, s, min, h or d, e.g. '30 min', '1 h', '7 d'; a bare number is ms"
 )
 
-_DURATION_UNITS = {
+#: Units parse_duration accepts, in seconds (the trigger form builds its duration pattern from them).
+DURATION_UNITS = {
     "ns": 1e-9, "nano": 1e-9, "nanos": 1e-9, "nanosecond": 1e-9, "nanoseconds": 1e-9,
     "us": 1e-6, "µs": 1e-6, "micro": 1e-6, "micros": 1e-6, "microsecond": 1e-6, "microseconds": 1e-6,
     "ms": 1e-3, "milli": 1e-3, "millis": 1e-3, "millisecond": 1e-3, "milliseconds": 1e-3,
@@ -40,9 +41,9 @@ def parse_duration(text: str) -> timedelta:
     if not match:
         raise ValueError(f"not a duration: {text!r} ({DURATION_HELP})")
     unit = match[2].lower() or "ms"
-    if unit not in _DURATION_UNITS:
+    if unit not in DURATION_UNITS:
         raise ValueError(f"unknown duration unit {match[2]!r} in {text!r} ({DURATION_HELP})")
-    return timedelta(seconds=int(match[1]) * _DURATION_UNITS[unit])
+    return timedelta(seconds=int(match[1]) * DURATION_UNITS[unit])
 
 
 def parse_memory_size(text: str) -> int:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
-from airflow_lakeformat.core.units import _DURATION_UNITS
+from airflow_lakeformat.core.units import DURATION_UNITS
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def _any_case(unit: str) -> str:
 #: blanks, a unit of any case; a bare number is ms), or blank. Built from the same unit table.
 DURATION_PATTERN = (
     r"^\s*(\d+\s*("
-    + "|".join(_any_case(u) for u in sorted(_DURATION_UNITS, key=len, reverse=True))
+    + "|".join(_any_case(u) for u in sorted(DURATION_UNITS, key=len, reverse=True))
     + r")?)?\s*$"
 )
 

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from airflow_lakeformat.core.paimon.table import Table
-from airflow_lakeformat.core.units import _DURATION_UNITS, parse_duration
+from airflow_lakeformat.core.units import DURATION_UNITS, parse_duration
 from tests.airflow.helpers import append, make_table, set_connection, task_states
 
 pytestmark = pytest.mark.airflow
@@ -177,7 +177,7 @@ def test_the_duration_pattern_accepts_exactly_what_parse_duration_reads() -> Non
     from airflow_lakeformat.operators.validate import DURATION_PATTERN
 
     samples = ["soon", "1 week", "1.5 h", "-1 h", "h", "1 h 30 min", "1hh", "d1", "1 fortnight", "0x10 s"]
-    for unit in _DURATION_UNITS:
+    for unit in DURATION_UNITS:
         samples += [f"5 {unit}", f"5{unit.upper()}", f" 12 {unit.capitalize()} "]
     samples += ["100", "0 ms", "7d"]
     for text in samples:
