@@ -19,10 +19,13 @@ Timed on the same table in the same run:
 * Java: ``CALL hc.system.remove_orphan_files(table => 'db.bench', dry_run => true, older_than => ...)`` on
   Spark ``local[2]``, timed inside the session (the session start is reported apart), twice in one JVM
   (cold, then warm) with Java's default JIT and GC, then once more in a session with the oracle's test
-  settings (C1 only, serial GC), the JVM the tests use.
+  settings (C1 only, serial GC), the JVM the tests use;
+* the Spark job ``remove_orphan_files --dry-run`` through ``spark-submit --master local[2]`` (unless
+  ``--skip-spark``): its wall clock, JVM and session start included, against Java's procedure plus its
+  session start (the job's own ``durationSeconds`` is reported too).
 
-The ratios are Java's seconds over ours. Checks (any false one exits 1): our orphans equal Java's (cold and
-warm) and equal exactly the planted ones. No timing threshold is asserted.
+The ratios are Java's seconds over ours. Checks (any false one exits 1): our orphans (in-process and the
+Spark job's) equal Java's (cold and warm) and equal exactly the planted ones. No timing threshold is asserted.
 """
 
 from __future__ import annotations
@@ -141,6 +144,18 @@ def java(warehouse: Path, cutoff_ms: int, default_jvm: bool = True, calls: int =
     return result
 
 
+def spark_job(root: Path, work: Path) -> tuple[float, dict[str, Any]]:
+    """The ``remove_orphan_files`` Spark job's dry run on ``local[2]``: (wall seconds, its result)."""
+    from tests.support.spark import run_job
+
+    started = time.perf_counter()
+    run = run_job("remove_orphan_files", str(root), "--dry-run", "--older-than", "3 d", work_dir=work)
+    seconds = time.perf_counter() - started
+    if run.returncode != 0 or run.result is None:
+        raise RuntimeError(run.describe())
+    return seconds, run.result
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--snapshots", type=int, default=2000)
@@ -149,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--work", type=Path, help="build here (default: a temporary directory)")
     parser.add_argument("--out", type=Path, help="write the figures here as JSON")
+    parser.add_argument("--skip-spark", action="store_true", help="do not time the Spark job")
     parser.add_argument(
         "--reuse", action="store_true", help="use the table already built in --work (for quick re-runs)"
     )
@@ -185,6 +201,11 @@ def main(argv: list[str] | None = None) -> int:
     java_cold = {normaliser.parse(r["orphan_file_location"]).path for r in cold["rows"]}
     java_warm = {normaliser.parse(r["orphan_file_location"]).path for r in warm["rows"]}
     java_oracle = {normaliser.parse(r["orphan_file_location"]).path for r in oracle_jvm["rows"]}
+    spark: dict[str, Any] = {}
+    if not args.skip_spark:
+        wall, job = spark_job(root, work / "spark")
+        spark = {"wallSeconds": round(wall, 3), "jobSeconds": job.get("durationSeconds")}
+        spark_set = {normaliser.parse(p).path for p in job["orphanPaths"]}
     checks = {
         "oursEqualsJavaCold": ours_set == java_cold,
         "oursEqualsJavaWarm": ours_set == java_warm,
@@ -192,6 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         "oursEqualsPlanted": ours_set == planted,
         "exactlyThePlantedCount": len(ours_set) == args.orphans,
     }
+    if spark:
+        checks["sparkJobEqualsJavaCold"] = spark_set == java_cold
     first, best = our_seconds[0], min(our_seconds)
     figures = {
         "table": {**shape, "liveFiles": None, "validFiles": document["validFiles"],
@@ -206,6 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             "javaColdOracleJvm": oracle_jvm["seconds"],
             "javaSessionStart": cold["session_seconds"],
             "oursImports": round(imports, 3),
+            "sparkJob": spark,
             **built,
         },
         "ratios": {
@@ -213,6 +237,11 @@ def main(argv: list[str] | None = None) -> int:
             "javaColdOverOursBest": round(cold["seconds"] / best, 2),
             "javaWarmOverOursBest": round(warm["seconds"] / best, 2),
             "javaColdOracleJvmOverOursFirst": round(oracle_jvm["seconds"] / first, 2),
+            **(
+                {"javaWithSessionOverSparkJobWall": round(
+                    (cold["seconds"] + cold["session_seconds"]) / spark["wallSeconds"], 2)}
+                if spark else {}
+            ),
         },
         "checks": checks,
         "repeat": args.repeat,

@@ -427,7 +427,9 @@ class FieldScanner:
 
     The pattern decodes what it expresses; the rest of a block goes to fastavro (``reader_schema``
     projects that decode), whose records are turned into the same tuples. After
-    :data:`ESCALATE_AFTER` records went to fastavro, the scanner compiles the next tier.
+    :data:`ESCALATE_AFTER` records went to fastavro, the scanner compiles the next tier. ``limits`` fixes
+    the limits instead (no escalation), for files whose shape the caller knows (Iceberg's absolute paths
+    and per-column statistics).
     """
 
     ESCALATE_AFTER = 20_000
@@ -438,13 +440,15 @@ class FieldScanner:
         captures: Sequence[Path],
         constants: Mapping[Path, int] | None = None,
         reader_schema: Any = None,
+        limits: Limits | None = None,
     ) -> None:
         self.schema_json = schema_json
         self.captures = tuple(captures)
         self.constants = dict(constants or {})
         self.reader_schema = reader_schema
-        self.tier = 0
-        self.pattern = record_pattern(schema_json, self.captures, self.constants, TIERS[0])
+        # Fixed limits never escalate: the caller knows what its files need.
+        self.tier = 0 if limits is None else len(TIERS)
+        self.pattern = record_pattern(schema_json, self.captures, self.constants, limits or TIERS[0])
         self.fallback_records = 0
 
     def scan(self, data: bytes, count: int) -> tuple[list[re.Match[bytes]], list[dict[str, Any]]]:

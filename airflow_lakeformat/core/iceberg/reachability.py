@@ -33,15 +33,16 @@ Algorithm (Java 1.10.2 ``BaseSparkAction.manifestListDS``/``manifestDS``/``conte
 ``statisticsFileDS`` restricted to snapshot ids, as ``ExpireSnapshotsSparkAction.fileDS`` uses them;
 core ``ReachableFileCleanup``; reference sections 1.7, 3a and 3b step 2):
 
-1. For each snapshot: its ``manifest-list`` location; the list is decoded (fastavro; fields found by
-   field id: 500 path, 501 length, 502 spec id, 517 content, 503 added snapshot id) into
+1. For each snapshot: its ``manifest-list`` location; the list is decoded (fields found by field id:
+   500 path, 501 length, 502 spec id, 517 content, 503 added snapshot id; the regex scanner with fastavro
+   for what it does not express, :mod:`airflow_lakeformat.core.iceberg.reach_decode`) into
    :class:`ManifestRef` rows. A snapshot without a manifest list (legacy v1 inline ``manifests``) is refused
    (:class:`UnsupportedFormatError`), as the rest of the package refuses it.
 2. The manifests are deduplicated by path (``all_manifests`` is deduplicated the same way).
 3. Each manifest's **live** entries (status ADDED or EXISTING, Java ``ManifestReader.iterator`` =
    ``liveEntries()``, as ``ManifestFiles.readPaths`` and ``ReadManifest`` use it) give content files:
-   only field ids 0 (status) and 2 / 134, 100, 101, 104 are decoded; the partition, metrics and
-   everything else are skipped by the projected reader schema. A deletion-vector Puffin file shared by
+   only field ids 0 (status) and 2 / 134, 100, 101, 104 are decoded (``reach_decode``); the partition,
+   metrics and everything else are skipped. A deletion-vector Puffin file shared by
    several entries is one path.
 4. ``statistics`` and ``partition-statistics`` entries of ``metadata`` whose ``snapshot-id`` is one of
    the snapshots.
@@ -61,22 +62,20 @@ Example::
 
 from __future__ import annotations
 
-import copy
 import gc
-import io
-import json
-import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import fastavro
-
-from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.iceberg.live_files import STATUS_DELETED
-from airflow_lakeformat.core.iceberg.manifest_decode import read_avro_metadata
-from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS
+from airflow_lakeformat.core.errors import MissingMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.iceberg.reach_decode import (
+    CONTENT_KINDS,
+    ContentRef,
+    ManifestRef,
+    decode_manifest_list,
+    decode_manifest_paths,
+)
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
@@ -84,44 +83,6 @@ T = TypeVar("T")
 # A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
 # MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
 Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
-_DECODE_ERRORS: tuple[type[BaseException], ...] = (*AVRO_DECODE_ERRORS, StopIteration)
-
-CONTENT_KINDS = {0: "data-file", 1: "position-delete-file", 2: "equality-delete-file"}
-MANIFEST_LIST_FIELD_IDS = {
-    500: "path",
-    501: "length",
-    502: "spec_id",
-    517: "content",
-    503: "added_snapshot_id",
-}
-ENTRY_FIELD_IDS = {0: "status", 2: "data_file"}
-DATA_FILE_FIELD_IDS = {134: "content", 100: "file_path", 101: "file_format", 104: "file_size"}
-
-
-@dataclass(frozen=True, slots=True)
-class ManifestRef:
-    """One manifest-list row, reduced to what reachability and expiry need."""
-
-    path: str
-    length: int
-    spec_id: int
-    content: int  # 0 data, 1 deletes (v1 lists have no content column: 0)
-    added_snapshot_id: int | None
-
-
-@dataclass(frozen=True, slots=True)
-class ContentRef:
-    """One live content file: data, position deletes (deletion-vector Puffin files too), equality deletes."""
-
-    path: str
-    content: int
-    file_format: str
-    file_size: int
-
-    @property
-    def kind(self) -> str:
-        """The deletion-module kind (``data-file``, ``position-delete-file``, ``equality-delete-file``)."""
-        return CONTENT_KINDS.get(self.content, "data-file")
 
 
 @dataclass
@@ -168,157 +129,6 @@ class ReachableFiles:
             "contentFiles": len(self.content_files),
             "statisticsFiles": len(self.statistics_files) + len(self.partition_statistics_files),
         }
-
-
-# -- projected Avro decoding ---------------------------------------------------------------------
-
-
-def _record_of(field_type: Any) -> dict[str, Any] | None:
-    if isinstance(field_type, dict) and field_type.get("type") == "record":
-        return field_type
-    if isinstance(field_type, list):
-        for member in field_type:
-            if isinstance(member, dict) and member.get("type") == "record":
-                return member
-    return None
-
-
-@dataclass(frozen=True)
-class _Projection:
-    schema: Any
-    names: dict[str, str]  # our key -> writer's Avro field name
-    file_names: dict[str, str]
-    data_file_key: str | None
-
-
-def _project_manifest_list(writer: dict[str, Any]) -> _Projection:
-    kept, names = [], {}
-    for fld in writer.get("fields", []):
-        key = MANIFEST_LIST_FIELD_IDS.get(fld.get("field-id"))
-        if key is not None:
-            kept.append(fld)
-            names[key] = fld["name"]
-    if "path" not in names:
-        raise ValueError("the Avro schema is not an Iceberg manifest_file schema (field id 500 missing)")
-    schema = {**writer, "fields": kept}
-    return _Projection(fastavro.parse_schema(schema), names, {}, None)
-
-
-def _project_manifest(writer: dict[str, Any]) -> _Projection:
-    schema = copy.deepcopy(writer)
-    kept, names = [], {}
-    data_file: dict[str, Any] | None = None
-    for fld in schema.get("fields", []):
-        key = ENTRY_FIELD_IDS.get(fld.get("field-id"))
-        if key is not None:
-            kept.append(fld)
-            names[key] = fld["name"]
-            if key == "data_file":
-                data_file = _record_of(fld["type"])
-    if data_file is None or "status" not in names:
-        raise ValueError(
-            "the Avro schema is not an Iceberg manifest_entry schema (field ids 0 and 2 missing)"
-        )
-    schema["fields"] = kept
-    kept_file, file_names = [], {}
-    for fld in data_file.get("fields", []):
-        key = DATA_FILE_FIELD_IDS.get(fld.get("field-id"))
-        if key is not None:
-            kept_file.append(fld)
-            file_names[key] = fld["name"]
-    if "file_path" not in file_names:
-        raise ValueError("the data_file schema lacks field id 100 (file_path)")
-    data_file["fields"] = kept_file
-    return _Projection(fastavro.parse_schema(schema), names, file_names, names["data_file"])
-
-
-class _Projections:
-    """Parsed reader schemas, one per distinct writer schema (thread-safe)."""
-
-    def __init__(self, build: Callable[[dict[str, Any]], _Projection]) -> None:
-        self._build = build
-        self._cache: dict[bytes, _Projection] = {}
-        self._lock = threading.Lock()
-
-    def get(self, writer_schema: bytes) -> _Projection:
-        with self._lock:
-            found = self._cache.get(writer_schema)
-        if found is None:
-            found = self._build(json.loads(writer_schema))
-            with self._lock:
-                self._cache[writer_schema] = found
-        return found
-
-
-_LIST_PROJECTIONS = _Projections(_project_manifest_list)
-_MANIFEST_PROJECTIONS = _Projections(_project_manifest)
-
-
-def decode_manifest_list(data: bytes, location: str) -> list[ManifestRef]:
-    """The rows of a manifest list (module docstring, step 1).
-
-    Raises:
-        CorruptMetadataError: Not an Iceberg manifest list, or undecodable (truncated, garbage).
-    """
-    try:
-        projection = _LIST_PROJECTIONS.get(read_avro_metadata(data)["avro.schema"])
-        n = projection.names
-        path_k, len_k, spec_k = n["path"], n.get("length"), n.get("spec_id")
-        content_k, added_k = n.get("content"), n.get("added_snapshot_id")
-        rows = []
-        # No reader schema: a manifest list's records are small, and fastavro's schema resolution costs
-        # more than building the few fields skipped (measured: about 3x per list).
-        records: Any = fastavro.reader(io.BytesIO(data))
-        for record in records:
-            rows.append(
-                ManifestRef(
-                    path=record[path_k],
-                    length=int(record.get(len_k) or 0) if len_k else 0,
-                    spec_id=int(record.get(spec_k) or 0) if spec_k else 0,
-                    content=int(record.get(content_k) or 0) if content_k else 0,
-                    added_snapshot_id=record.get(added_k) if added_k else None,
-                )
-            )
-        return rows
-    except _DECODE_ERRORS as exc:
-        raise CorruptMetadataError(
-            location, f"not a valid manifest list ({type(exc).__name__}: {exc})"
-        ) from exc
-
-
-def decode_manifest_paths(data: bytes, location: str) -> list[ContentRef]:
-    """The live content files of one manifest (module docstring, step 3), in file order.
-
-    Raises:
-        CorruptMetadataError: Not an Iceberg manifest, or undecodable (truncated, garbage).
-    """
-    try:
-        projection = _MANIFEST_PROJECTIONS.get(read_avro_metadata(data)["avro.schema"])
-        status_k, df_k = projection.names["status"], projection.data_file_key
-        f = projection.file_names
-        path_k, content_k, format_k, size_k = (
-            f["file_path"],
-            f.get("content"),
-            f.get("file_format"),
-            f.get("file_size"),
-        )
-        rows = []
-        records: Any = fastavro.reader(io.BytesIO(data), reader_schema=projection.schema)
-        for record in records:
-            if record[status_k] == STATUS_DELETED:
-                continue
-            df = record[df_k]
-            rows.append(
-                ContentRef(
-                    path=df[path_k],
-                    content=int(df.get(content_k) or 0) if content_k else 0,
-                    file_format=str(df.get(format_k) or "").lower() if format_k else "",
-                    file_size=int(df.get(size_k) or 0) if size_k else 0,
-                )
-            )
-        return rows
-    except _DECODE_ERRORS as exc:
-        raise CorruptMetadataError(location, f"not a valid manifest ({type(exc).__name__}: {exc})") from exc
 
 
 # -- fetching ------------------------------------------------------------------------------------
