@@ -29,7 +29,13 @@ volumes are temporary directories. Nothing else is changed; in particular every 
   that Paimon table and of the Iceberg example's table, each a dry run (nothing changed) then a real run
   (compacted, snapshots expired), and bad input (a missing table, an orphan age under the floor) stopping
   each run in its validation task with one message and nothing else run, while a duration the parser would
-  refuse is refused at trigger time by the Param's pattern.
+  refuse is refused at trigger time by the Param's pattern; then, on that Iceberg table, the Iceberg ingest
+  (staged on S3, one ``append`` snapshot and one more ``*.metadata.json`` on SeaweedFS), the Asset-scheduled
+  Iceberg DAG run by the triggerer's ``AssetWatcher`` event for that snapshot (its consumed events come from
+  the watcher, not a task, and its XCom names the snapshot), and the Iceberg sensor deferred in the triggerer
+  completing with a second ingest's snapshot; every event of the Iceberg table's Asset is the watcher's, one
+  per ingest, none for the manifest compaction's ``replace``. The REST-driven scenarios live in
+  ``compose_dag_runs.py``.
 """
 
 from __future__ import annotations
@@ -59,6 +65,21 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
+from tests.airflow.compose_dag_runs import (
+    DEMO_TABLE,
+    ICEBERG_DEMO_TABLE,
+    ICEBERG_INGEST,
+    ICEBERG_SENSOR,
+    ICEBERG_WATCHED,
+    compose_connection,
+    finished,
+    iceberg_ingest_and_downstream,
+    manual_maintenance_of_both_formats,
+    s3_keys,
+    trigger,
+    wait_for,
+    xcom,
+)
 from tests.airflow.test_compose import compose
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.s3, pytest.mark.spark]
@@ -88,9 +109,6 @@ LONG_RUNNING_AIRFLOW = (
     "airflow-dag-processor",
     "airflow-triggerer",
 )
-# The example DAGs' table under the compose connection's warehouse.
-DEMO_TABLE = "demo.db/events"
-ICEBERG_DEMO_TABLE = "demo.db/events_iceberg"
 
 
 def normalize(name: str) -> str:
@@ -552,10 +570,6 @@ def migrated(stack: Stack) -> Stack:
     return stack
 
 
-def compose_connection(stack: Stack, service: str = "airflow-scheduler") -> dict[str, Any]:
-    return dict(json.loads(stack.service(service)["environment"]["AIRFLOW_CONN_LAKEFORMAT_DEFAULT"]))
-
-
 # -- the image's packages and the metadata database ------------------------------------------------
 
 
@@ -726,9 +740,10 @@ def test_every_example_dag_resolves_its_table_to_the_s3_warehouse(stack: Stack) 
     files = {Path(d["file"]).name for d in report["dags"].values()}
     assert files == {p.name for p in (REPO / "dags").glob("*.py")}, "every example DAG file defines a DAG"
     table = f"{warehouse}/{DEMO_TABLE}"
-    # The Iceberg example keeps its own table: without a catalog in the connection, a Hadoop-layout table
+    # The Iceberg examples keep their own table: without a catalog in the connection, a Hadoop-layout table
     # under the same S3 warehouse (a Paimon and an Iceberg table cannot share one root).
-    tables = {"lakeformat_iceberg_maintenance": f"{warehouse}/{ICEBERG_DEMO_TABLE}"}
+    iceberg_dags = ("lakeformat_iceberg_maintenance", ICEBERG_INGEST, ICEBERG_WATCHED, ICEBERG_SENSOR)
+    tables = dict.fromkeys(iceberg_dags, f"{warehouse}/{ICEBERG_DEMO_TABLE}")
     for dag_id, dag in report["dags"].items():
         refs = dag["refs"]
         assert any(ref["kind"] == "table" for ref in refs) or any(ref["kind"] == "asset" for ref in refs), (
@@ -740,6 +755,11 @@ def test_every_example_dag_resolves_its_table_to_the_s3_warehouse(stack: Stack) 
     kinds = {(dag_id, ref["kind"]) for dag_id, dag in report["dags"].items() for ref in dag["refs"]}
     assert ("lakeformat_ingest", "staging") in kinds and ("lakeformat_downstream_asset", "asset") in kinds
     assert ("lakeformat_iceberg_maintenance", "table") in kinds, "the Iceberg DAG's table was resolved"
+    # The Iceberg ingest stages under the warehouse and writes the table, with no outlet: the Asset the
+    # downstream DAG is scheduled on is the watched one, and the sensor opens the same table.
+    assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_INGEST} == {"table", "staging"}
+    assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_WATCHED} == {"asset"}
+    assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_SENSOR} == {"table"}
 
 
 # -- Spark --------------------------------------------------------------------------------------------
@@ -771,109 +791,6 @@ def test_spark_master_and_worker_start_and_pass_their_healthchecks(stack: Stack)
 
 
 # -- the whole stack ----------------------------------------------------------------------------------
-
-
-def wait_for(what: str, probe: Any, stack: Stack, deadline_seconds: float = 600, interval: float = 2) -> Any:
-    deadline = time.monotonic() + deadline_seconds
-    while True:
-        for name, process in stack.processes.items():
-            assert process.poll() is None, f"{name} exited with {process.returncode}: {stack.tail(name)}"
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            logs = "\n".join(f"--- {name}\n{stack.tail(name)}" for name in stack.processes)
-            task_logs = sorted((stack.home / "airflow-scheduler" / "airflow" / "logs").rglob("*.log"))
-            tails = "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-2000:]}" for p in task_logs[-4:])
-            pytest.fail(f"timed out waiting for {what}\n{logs}\n{tails}")
-        time.sleep(interval)
-
-
-def trigger(stack: Stack, dag_id: str, conf: dict[str, Any] | None = None) -> str:
-    run_ = stack.api("POST", f"dags/{dag_id}/dagRuns", {"logical_date": None, "conf": conf or {}})
-    return str(run_["dag_run_id"])
-
-
-def ended(stack: Stack, dag_id: str, run_id: str) -> tuple[str, list[dict[str, Any]]]:
-    """The run's final state and its task instances."""
-
-    def probe() -> str | None:
-        state = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}")["state"]
-        return state if state in ("success", "failed") else None
-
-    state = wait_for(f"{dag_id} {run_id}", probe, stack)
-    tasks = stack.api("GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")["task_instances"]
-    return state, tasks
-
-
-def finished(stack: Stack, dag_id: str, run_id: str) -> Any:
-    state, tasks = ended(stack, dag_id, run_id)
-    assert state == "success", {t["task_id"]: t["state"] for t in tasks}
-    return tasks
-
-
-def xcom(stack: Stack, dag_id: str, run_id: str, task_id: str) -> Any:
-    return stack.api(
-        "GET", f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
-    )["value"]
-
-
-def s3_client(stack: Stack) -> tuple[Any, str, str]:
-    """A boto3 client on the stack's SeaweedFS with the connection's keys; the warehouse's bucket and prefix."""
-    import boto3
-    from botocore.config import Config
-
-    connection = compose_connection(stack)
-    bucket, _, key_prefix = connection["host"].removeprefix("s3://").partition("/")
-    client = boto3.client(
-        "s3",
-        endpoint_url=f"http://127.0.0.1:{stack.ports[('seaweedfs', 8333)]}",
-        aws_access_key_id=connection["login"],
-        aws_secret_access_key=connection["password"],
-        region_name=connection["extra"]["region"],
-        config=Config(s3={"addressing_style": "path"}),
-    )
-    return client, bucket, key_prefix
-
-
-def s3_keys(stack: Stack, prefix: str) -> list[str]:
-    """The keys under ``<warehouse>/<prefix>`` (full keys, the warehouse's prefix included)."""
-    client, bucket, key_prefix = s3_client(stack)
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{key_prefix}/{prefix}")
-    return sorted(item["Key"] for page in pages for item in page.get("Contents", []))
-
-
-def s3_json(stack: Stack, key: str) -> Any:
-    """The JSON document at a full key of the warehouse's bucket."""
-    client, bucket, _ = s3_client(stack)
-    return json.loads(client.get_object(Bucket=bucket, Key=key)["Body"].read())
-
-
-def stopped_at_validation(stack: Stack, dag_id: str, run_id: str, before: tuple[str, ...] = ()) -> str:
-    """The run failed in ``validate_inputs`` (first try, no retry) after the tasks ``before`` it succeeded,
-    every other task is upstream_failed; returns the one message the task's log shows, exactly once."""
-    state, tasks = ended(stack, dag_id, run_id)
-    states = {t["task_id"]: (t["state"], t["try_number"]) for t in tasks}
-    assert state == "failed", states
-    assert {task: states.pop(task) for task in before} == {task: ("success", 1) for task in before}
-    assert states.pop("validate_inputs") == ("failed", 1), states
-    assert states and {s for s, _ in states.values()} == {"upstream_failed"}, states
-    path = f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/validate_inputs/logs/1?full_content=true"
-    log = stack.api("GET", path)["content"]
-
-    def strings(value: Any) -> Iterator[str]:
-        if isinstance(value, str):
-            yield value
-        elif isinstance(value, dict):
-            yield from (s for v in value.values() for s in strings(v))
-        elif isinstance(value, list):
-            yield from (s for v in value for s in strings(v))
-
-    said = [m for text in strings(log) for m in re.findall(r"\d+ invalid inputs?, nothing was run: .*", text)]
-    assert len(said) == 1, (said, log)
-    errors = [e for event in log if isinstance(event, dict) for e in event.get("error_detail") or []]
-    assert [e["exc_type"] for e in errors] == ["AirflowFailException"], errors  # no chained exception
-    return said[0]
 
 
 def seaweedfs_ports(stack: Stack) -> list[str]:
@@ -923,9 +840,12 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         paused = {d["dag_id"]: d["is_paused"] for d in dags}
         # New DAGs start unpaused in the stack, except the scheduled maintenance, which deletes files.
         assert paused.pop("lakeformat_maintenance") is True
+        assert {ICEBERG_INGEST, ICEBERG_WATCHED, ICEBERG_SENSOR} <= set(paused), paused
         assert set(paused.values()) == {False}, paused
         table = f"{compose_connection(stack)['host']}/{DEMO_TABLE}"
-        assert {a["uri"] for a in stack.api("GET", "assets")["assets"]} == {table}
+        # The Paimon table's (the ingest's outlet) and the Iceberg table's (the watched Asset).
+        iceberg_table = f"{compose_connection(stack)['host']}/{ICEBERG_DEMO_TABLE}"
+        assert {a["uri"] for a in stack.api("GET", "assets")["assets"]} == {table, iceberg_table}
 
         # Ingest: staged on S3, written to the table on S3, Asset event -> the downstream DAG runs.
         first = trigger(stack, "lakeformat_ingest")
@@ -967,108 +887,10 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         assert [key.rsplit("/", 1)[1] for key in snapshots] == ["snapshot-1", "snapshot-2"]
         assert len(s3_keys(stack, "_staging/batch-")) == 2
 
-        manual_maintenance_of_both_formats(stack)
+        # The maintenance first: it counts the Iceberg table's metadata files and snapshots from its creation.
+        appended = manual_maintenance_of_both_formats(stack)
+        iceberg_ingest_and_downstream(stack, appended)
     finally:
         stack.stop_all()
     for name in ("seaweedfs", "airflow-api-server", "airflow-scheduler"):
         assert stack.healthcheck(name).returncode != 0, f"a stopped {name} fails its healthcheck"
-
-
-PAIMON_MAINTENANCE = "lakeformat_manual_maintenance"
-ICEBERG_MAINTENANCE = "lakeformat_iceberg_maintenance"
-
-
-def iceberg_metadata(stack: Stack) -> tuple[list[str], Any]:
-    """The Iceberg table's ``metadata/`` keys and its latest ``v<N>.metadata.json``."""
-    keys = s3_keys(stack, f"{ICEBERG_DEMO_TABLE}/metadata/")
-    versions = [k for k in keys if re.search(r"/v\d+\.metadata\.json$", k)]
-    latest = max(versions, key=lambda k: int(re.findall(r"/v(\d+)\.", k)[-1]))
-    return keys, s3_json(stack, latest)
-
-
-def manual_maintenance_of_both_formats(stack: Stack) -> None:
-    """Maintenance of the Paimon demo table (2 snapshots, one file each) and of the Iceberg example's table,
-    triggered with Params, dry run then real; then bad input stops each run in its validation task. The two
-    DAGs' runs go side by side (each DAG runs one at a time)."""
-    table = f"{compose_connection(stack)['host']}/{DEMO_TABLE}"
-    paimon = {"table": "demo.events", "min_file_count": 2, "retain_min": 1, "older_than": "1 ms"}
-    iceberg = {"batches": 3, "rows": 10, "retain_min": 1, "older_than": "1 ms"}
-
-    # Dry runs: each step reports what it would do; the Paimon table keeps every key, the Iceberg table
-    # gets its 3 appends (which always happen) and nothing else.
-    paimon_keys = s3_keys(stack, f"{DEMO_TABLE}/")
-    dry = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "dry_run": True})
-    iceberg_dry = trigger(stack, ICEBERG_MAINTENANCE, {**iceberg, "dry_run": True})
-    finished(stack, PAIMON_MAINTENANCE, dry)
-    assert xcom(stack, PAIMON_MAINTENANCE, dry, "validate_inputs")["table"] == table
-    planned = xcom(stack, PAIMON_MAINTENANCE, dry, "compact_data")
-    assert (planned["dryRun"], planned["filesRewritten"], planned["snapshotId"]) == (True, 2, None)
-    planned = xcom(stack, PAIMON_MAINTENANCE, dry, "expire_snapshots")
-    assert (planned["dryRun"], planned["snapshotsExpired"]) == (True, [1])
-    assert s3_keys(stack, f"{DEMO_TABLE}/") == paimon_keys, "a dry run changed the Paimon table"
-    finished(stack, ICEBERG_MAINTENANCE, iceberg_dry)
-    appended = xcom(stack, ICEBERG_MAINTENANCE, iceberg_dry, "append_batches")
-    assert len(appended) == 3
-    keys, metadata = iceberg_metadata(stack)
-    assert [s["snapshot-id"] for s in metadata["snapshots"]] == appended
-    assert len([k for k in keys if k.endswith(".metadata.json")]) == 1 + 3, "create, 3 appends, no more"
-    planned = xcom(stack, ICEBERG_MAINTENANCE, iceberg_dry, "expire_snapshots")
-    assert (planned["dryRun"], sorted(planned["snapshotsExpired"])) == (True, sorted(appended[:2]))
-
-    # Real runs: Paimon compacts the two files (a COMPACT snapshot) and expires snapshots 1 and 2 with the
-    # files only they used; Iceberg expires the first two appends and compacts the manifests.
-    real = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "dry_run": False})
-    iceberg_real = trigger(stack, ICEBERG_MAINTENANCE, {**iceberg, "batches": 0, "dry_run": False})
-    finished(stack, PAIMON_MAINTENANCE, real)
-    compacted = xcom(stack, PAIMON_MAINTENANCE, real, "compact_data")
-    assert (compacted["dryRun"], compacted["filesRewritten"], compacted["snapshotId"]) == (False, 2, 3)
-    assert xcom(stack, PAIMON_MAINTENANCE, real, "expire_snapshots")["snapshotsExpired"] == [1, 2]
-    snapshots = [k.rsplit("/", 1)[1] for k in s3_keys(stack, f"{DEMO_TABLE}/snapshot/snapshot-")]
-    assert "snapshot-1" not in snapshots and "snapshot-2" not in snapshots and "snapshot-3" in snapshots
-    [compaction] = s3_keys(stack, f"{DEMO_TABLE}/snapshot/snapshot-3")
-    assert s3_json(stack, compaction)["commitKind"] == "COMPACT"
-    data_before = {k for k in paimon_keys if k.endswith(".parquet")}
-    data_after = {k for k in s3_keys(stack, f"{DEMO_TABLE}/") if k.endswith(".parquet")}
-    assert len(data_before) == 2 and len(data_after) == 1 and not data_before & data_after
-    finished(stack, ICEBERG_MAINTENANCE, iceberg_real)
-    expired = xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "expire_snapshots")
-    assert (expired["dryRun"], sorted(expired["snapshotsExpired"])) == (False, sorted(appended[:2]))
-    assert xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "compact_manifests")["merge"] == "full"
-    after, metadata = iceberg_metadata(stack)
-    new = [k for k in after if k.endswith(".metadata.json") and k not in keys]
-    assert len(new) == 2, "the expiry's and the manifest compaction's commits"
-    assert metadata["snapshots"][0]["snapshot-id"] == appended[2], "the last append is kept"
-    assert [s["summary"]["operation"] for s in metadata["snapshots"]] == ["append", "replace"]
-
-    # Bad input: each run stops in its validation task with one message; nothing else runs.
-    paimon_keys = s3_keys(stack, f"{DEMO_TABLE}/")
-    iceberg_keys = s3_keys(stack, f"{ICEBERG_DEMO_TABLE}/")
-    missing = trigger(stack, PAIMON_MAINTENANCE, {"table": "demo.nope", "dry_run": False})
-    iceberg_short = trigger(stack, ICEBERG_MAINTENANCE, {"orphan_older_than": "2 h", "dry_run": False})
-    message = stopped_at_validation(stack, PAIMON_MAINTENANCE, missing)
-    assert message.startswith(
-        "1 invalid input, nothing was run: table 'demo.nope' does not exist at "
-        f"{compose_connection(stack)['host']}/demo.db/nope"
-    ), message
-    assert message.endswith("under the warehouse of connection 'lakeformat_default'"), message
-    assert s3_keys(stack, "demo.db/nope") == []
-    short = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "orphan_older_than": "10 m", "dry_run": False})
-    message = stopped_at_validation(stack, ICEBERG_MAINTENANCE, iceberg_short, before=("ensure_table",))
-    assert message.startswith(
-        "1 invalid input, nothing was run: orphan_older_than '2 h' is under the 24 h floor for Iceberg tables"
-    ), message
-    message = stopped_at_validation(stack, PAIMON_MAINTENANCE, short)
-    assert message.startswith(
-        "1 invalid input, nothing was run: orphan_older_than '10 m' is under the 1 h floor for Paimon tables"
-    ), message
-    assert s3_keys(stack, f"{DEMO_TABLE}/") == paimon_keys
-    assert s3_keys(stack, f"{ICEBERG_DEMO_TABLE}/") == iceberg_keys
-    # A duration the parser refuses cannot even be triggered: the Param's pattern refuses it (the form's check).
-    dag_ids = (PAIMON_MAINTENANCE, ICEBERG_MAINTENANCE)
-    runs = {dag_id: stack.api("GET", f"dags/{dag_id}/dagRuns")["total_entries"] for dag_id in dag_ids}
-    for dag_id in dag_ids:
-        for param, bad in (("older_than", "soon"), ("orphan_older_than", "2 weeks")):
-            body = {"logical_date": None, "conf": {param: bad, "dry_run": False}}
-            status, answer = stack.request("POST", f"dags/{dag_id}/dagRuns", body)
-            assert status == 400 and f"Invalid input for param {param}:" in str(answer), (status, answer)
-    assert {dag_id: stack.api("GET", f"dags/{dag_id}/dagRuns")["total_entries"] for dag_id in dag_ids} == runs

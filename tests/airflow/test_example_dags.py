@@ -1,5 +1,8 @@
 """The example DAGs in ``dags/`` run to success with ``dag.test()``: in the worker, on SeaweedFS S3 and with a
-real ``spark-submit``; the sensor DAG defers and resumes; no DAG file imports PySpark when parsed.
+real ``spark-submit``; the sensor DAGs defer and resume; no DAG file imports PySpark when parsed. The Iceberg
+ingest appends one snapshot per run, and a re-run of the same run (what a retry or a cleared task does)
+appends nothing; it emits no Asset event itself (the downstream DAG's watcher is the table's one producer,
+driven in the compose stack's triggerer by ``test_compose_runtime.py``).
 
 ``dag.test()`` needs the DAG in a bundle, so each test adds ``dags/`` as a second local bundle next to the
 session's dags folder. The DAG files read their tables from the environment at parse time; each test sets
@@ -8,6 +11,7 @@ it before loading the file.
 
 from __future__ import annotations
 
+import datetime
 import importlib.util
 import json
 import os
@@ -55,15 +59,20 @@ def examples(airflow_db: None, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps(bundles))
 
 
-def load_example(name: str) -> Any:
-    """The DAG of ``dags/<name>.py``, parsed with the current environment."""
+def load_example_module(name: str) -> Any:
+    """``dags/<name>.py`` as a module, parsed with the current environment."""
     spec = importlib.util.spec_from_file_location(
         f"lakeformat_example_{name}_{uuid.uuid4().hex}", EXAMPLE_DAGS / f"{name}.py"
     )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.dag
+    return module
+
+
+def load_example(name: str) -> Any:
+    """The DAG of ``dags/<name>.py``, parsed with the current environment."""
+    return load_example_module(name).dag
 
 
 def run_dag(name: str, **kwargs: Any) -> Any:
@@ -442,3 +451,146 @@ def test_iceberg_maintenance_dag_without_a_catalog_keeps_a_hadoop_layout_table_u
     assert len(table.metadata.snapshots) == 2 and table.table.scan().to_arrow().num_rows == 10
     expired = run.get_task_instance("expire_snapshots").xcom_pull(task_ids="expire_snapshots")
     assert (expired["table"], len(expired["snapshotsExpired"])) == (str(root), 1)
+
+
+def _iceberg_ingest_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """``lakeformat_default`` without a catalog: the Iceberg DAGs' table is a Hadoop-layout root under it."""
+    warehouse = tmp_path / "wh"
+    monkeypatch.setenv("LAKEFORMAT_INGEST_ROWS", "50")
+    set_connection(monkeypatch, "lakeformat_default", host=str(warehouse))
+    return str(warehouse / "demo.db" / "events_iceberg")
+
+
+def _written(run: Any) -> dict[str, Any]:
+    return dict(run.get_task_instance("write_batch").xcom_pull(task_ids="write_batch"))
+
+
+def test_iceberg_ingest_appends_once_per_run_and_a_rerun_writes_nothing(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+    from tests.airflow.iceberg_helpers import live_rows
+
+    root = _iceberg_ingest_env(monkeypatch, tmp_path)
+    when = datetime.datetime(2026, 1, 2, tzinfo=datetime.timezone.utc)
+    run, _ = run_dag("lakeformat_iceberg_ingest", logical_date=when, run_after=when)
+    first = _written(run)
+    assert (first["operation"], first["format"], first["table"], first["dryRun"]) == (
+        "write",
+        "iceberg",
+        root,
+        False,
+    )
+    assert (first["rowsWritten"], first["alreadyCommitted"]) == (50, False)
+    staged = run.get_task_instance("stage_batch").xcom_pull(task_ids="stage_batch")
+    assert staged.startswith(f"{tmp_path / 'wh'}/_staging/iceberg-batch-")
+    table = open_path_table(root)
+    [snapshot] = table.metadata.snapshots
+    assert snapshot.snapshot_id == first["snapshotId"] and snapshot.summary is not None
+    assert snapshot.summary.operation.value == "append"
+    assert snapshot.summary["lakeformat.commit-identifier"] == str(first["commitIdentifier"])
+    assert snapshot.summary["lakeformat.commit-user"] == "airflow-lakeformat_iceberg_ingest-write_batch"
+
+    # The same DAG run again (same run id, so the same commit identifier, as a retry or a cleared task has):
+    # the write finds its snapshot and appends nothing.
+    run, _ = run_dag("lakeformat_iceberg_ingest", logical_date=when, run_after=when)
+    again = _written(run)
+    assert (again["alreadyCommitted"], again["snapshotId"], again["commitIdentifier"]) == (
+        True,
+        first["snapshotId"],
+        first["commitIdentifier"],
+    )
+    assert [s.snapshot_id for s in table.refresh().metadata.snapshots] == [first["snapshotId"]]
+    assert live_rows(table) == 50
+
+    # Another run: one more snapshot, on top of the first.
+    run, _ = run_dag("lakeformat_iceberg_ingest")
+    second = _written(run)
+    assert second["alreadyCommitted"] is False and second["commitIdentifier"] != first["commitIdentifier"]
+    snapshots = table.refresh().metadata.snapshots
+    assert [s.snapshot_id for s in snapshots] == [first["snapshotId"], second["snapshotId"]]
+    assert snapshots[1].parent_snapshot_id == first["snapshotId"] and live_rows(table) == 100
+    # No outlet: the watcher of lakeformat_iceberg_downstream_asset records the table's events, once each.
+    assert _asset_events("file://" + root) == []
+
+
+def test_iceberg_sensor_dag_defers_ignores_replace_and_resumes_on_an_append(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
+    from airflow_lakeformat.core.iceberg.write import append as append_rows
+    from airflow_lakeformat.sensors.snapshot import sensor_variable_key
+    from tests.airflow.helpers import variable_record, when
+
+    root = _iceberg_ingest_env(monkeypatch, tmp_path)
+    ingested = [_written(run_dag("lakeformat_iceberg_ingest")[0])["snapshotId"] for _ in range(2)]
+    monkeypatch.setenv("LAKEFORMAT_SENSOR_POLL_INTERVAL", "0.5")
+    monkeypatch.setenv("LAKEFORMAT_SENSOR_TIMEOUT", "300")
+    key = sensor_variable_key("lakeformat_iceberg_downstream_sensor", "wait_for_snapshot", -1, root)
+    committed: dict[str, int] = {}
+
+    def commit_after_the_baseline() -> None:
+        # The sensor records its baseline at its first look, right before it defers; commit only after.
+        time.sleep(2)
+        table = open_path_table(root)
+        replaced = compact_manifests(table, "full").snapshot_id  # 2 manifests -> 1: ignored by the sensor
+        assert replaced is not None
+        committed["replace"] = replaced
+        data = pa.table({"dt": ["2026-01-03"] * 7, "id": pa.array(range(7), pa.int64()), "amount": [0.5] * 7})
+        committed["append"] = append_rows(table.refresh(), data)  # another engine's append
+
+    with (
+        caplog.at_level("INFO", logger="airflow.sdk.definitions.dag"),
+        when(lambda: variable_record(key) is not None, commit_after_the_baseline),
+    ):
+        run, _ = run_dag("lakeformat_iceberg_downstream_sensor")
+    assert "running trigger in line" in caplog.text and "Trigger completed" in caplog.text
+    matched = run.get_task_instance("wait_for_snapshot").xcom_pull(task_ids="wait_for_snapshot")
+    assert (matched["afterSnapshotId"], matched["id"], matched["commitKind"]) == (
+        ingested[1],
+        committed["append"],
+        "APPEND",
+    )
+    assert (matched["format"], matched["table"], matched["newRecords"], matched["snapshotsMatched"]) == (
+        "iceberg",
+        root,
+        7,
+        1,
+    )
+    assert run.get_task_instance("use_snapshot").xcom_pull(task_ids="use_snapshot") == committed["append"]
+    assert variable_record(key) == {
+        "table": root,
+        "runId": run.run_id,
+        "after": ingested[1],
+        "snapshotId": committed["append"],
+    }
+
+
+def test_iceberg_downstream_asset_dag_is_scheduled_on_the_tables_watched_asset(
+    examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_lakeformat.triggers.snapshot import LakeformatSnapshotEventTrigger
+
+    root = _iceberg_ingest_env(monkeypatch, tmp_path)
+    monkeypatch.setenv("LAKEFORMAT_WATCHER_POLL_INTERVAL", "5")
+    module = load_example_module("lakeformat_iceberg_downstream_asset")
+    condition = module.dag.timetable.asset_condition
+    assert [a.uri for a in getattr(condition, "objects", [condition])] == [module.COMMITS.uri]
+    assert module.COMMITS.uri == "file://" + root, "the same Asset URI the write operator would name"
+    [watcher] = module.COMMITS.watchers
+    assert isinstance(watcher.trigger, LakeformatSnapshotEventTrigger)
+    classpath, kwargs = watcher.trigger.serialize()
+    assert classpath == "airflow_lakeformat.triggers.snapshot.LakeformatSnapshotEventTrigger"
+    assert kwargs == {
+        "table": "demo.events_iceberg",
+        "lakeformat_conn_id": "lakeformat_default",
+        "ignore_commit_kinds": ["REPLACE"],
+        "min_new_records": 0,
+        "poll_interval": 5.0,
+        "table_format": "iceberg",
+        "branch": "main",
+        "after_snapshot_id": None,
+    }
+    run, _ = run_dag("lakeformat_iceberg_downstream_asset")  # a manual run: no triggering event
+    assert run.get_task_instance("report").xcom_pull(task_ids="report") == []

@@ -37,6 +37,9 @@ EXAMPLE_DAG_IDS = (  # every example DAG: each says it starts paused and how to 
     "lakeformat_manual_maintenance",
     "lakeformat_maintenance",
     "lakeformat_iceberg_maintenance",
+    "lakeformat_iceberg_ingest",
+    "lakeformat_iceberg_downstream_asset",
+    "lakeformat_iceberg_downstream_sensor",
 )
 
 
