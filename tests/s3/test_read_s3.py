@@ -99,3 +99,42 @@ def test_corruption_and_hint_fallbacks_over_s3(
     assert code == cli.EXIT_CORRUPT and out == "" and manifests[0]["fileName"] in err
     code, _, err = run("files", f"{s3_bucket}/no-such-table", "--json", *options)
     assert code == cli.EXIT_NO_TABLE and "no Paimon or Iceberg table here" in err
+
+
+def test_s3_listing_gives_every_page_as_s3fs_lists_it(seaweedfs: SeaweedFSServer, s3_bucket: str) -> None:
+    """``FileIO.list_dir`` on S3: the rows s3fs's ``ls`` gives (files with size and time, sub-prefixes as
+    directories, the prefix's own marker skipped), over several pages, never from a cache, and a missing
+    prefix or bucket lists as empty."""
+    from airflow_lakeformat.core.io import FileIO
+
+    io, root = FileIO.for_uri(f"{s3_bucket}/t", seaweedfs.storage_options())
+    names = [f"f-{i:04d}.avro" for i in range(1, 1203)]  # more than one 1,000-key page
+    for name in names:
+        io.write_bytes(f"{root}/manifest/{name}", name.encode())
+    io.write_bytes(f"{root}/manifest/", b"")  # a directory marker, as some tools write them
+    io.write_bytes(f"{root}/manifest/sub/x.avro", b"x")
+    io.write_bytes(f"{root}/manifest-sibling/y.avro", b"y")
+
+    def through_s3fs(path: str) -> list[tuple[Any, ...]]:
+        io.fs.invalidate_cache(path)
+        rows = []
+        for row in io.fs.ls(path, detail=True):
+            full = str(row["name"]).rstrip("/")
+            if full != path:
+                rows.append(
+                    (full.rsplit("/", 1)[1], full, int(row.get("size") or 0), row["type"] == "directory")
+                )
+        return sorted(rows)
+
+    for path in (f"{root}/manifest", f"{root}/manifest/", root):
+        listed = io.list_dir(path)
+        assert sorted((s.name, s.path, s.size, s.is_dir) for s in listed) == through_s3fs(path.rstrip("/"))
+        assert all((s.mtime is None) == s.is_dir for s in listed)
+    files = {s.name: s for s in io.list_dir(f"{root}/manifest") if not s.is_dir}
+    assert sorted(files) == names and files[names[0]].size == len(names[0])
+    assert {s.name for s in io.list_dir(f"{root}/manifest") if s.is_dir} == {"sub"}
+    assert io.list_dir(f"{root}/nothing-here") == []
+    io.write_bytes(f"{root}/manifest/late.avro", b"late")  # written after the listings above: seen at once
+    assert "late.avro" in {s.name for s in io.list_dir(f"{root}/manifest")}
+    missing, missing_root = FileIO.for_uri("s3://no-such-bucket-lakeformat/t", seaweedfs.storage_options())
+    assert missing.list_dir(missing_root) == []
