@@ -99,16 +99,9 @@ with DAG(
         """Create the demo table when it does not exist yet; the table as it is shown."""
         import pyarrow as pa
 
-        from airflow_lakeformat.core.errors import TableNotFoundError
-
-        hook = LakeformatHook(CONN_ID)
-        try:
-            return hook.open_lake_table(table, "iceberg").uri
-        except TableNotFoundError:
-            schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
-            created = hook.create_iceberg_table(table, schema)
-            print(f"created Iceberg table {created.uri}")
-            return created.uri
+        schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
+        # An existing table is returned as it is: never changed, whatever its schema.
+        return LakeformatHook(CONN_ID).create_iceberg_table(table, schema, exist_ok=True).uri
 
     @task
     def stage_batch(staging: str, **context: Any) -> str:

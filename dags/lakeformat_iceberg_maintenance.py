@@ -161,17 +161,11 @@ with DAG(
         """Create the demo table when it does not exist yet; its name as the tables are shown."""
         import pyarrow as pa
 
-        from airflow_lakeformat.core.errors import TableNotFoundError
         from airflow_lakeformat.hooks.lakeformat import LakeformatHook
 
-        hook = LakeformatHook(CONN_ID)
-        try:
-            return hook.open_lake_table(table, "iceberg").uri
-        except TableNotFoundError:
-            schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
-            created = hook.create_iceberg_table(table, schema)
-            print(f"created Iceberg table {created.uri}")
-            return created.uri
+        schema = pa.schema([("dt", pa.string()), ("id", pa.int64()), ("amount", pa.float64())])
+        # An existing table is returned as it is: never changed, whatever its schema.
+        return LakeformatHook(CONN_ID).create_iceberg_table(table, schema, exist_ok=True).uri
 
     @task
     def append_batches(table: str, batches: int, rows: int, **context: Any) -> list[int]:

@@ -430,7 +430,12 @@ class LakeformatHook(BaseHook):
         return load_catalog_from_properties(catalog.name, self.settings.catalog_properties())
 
     def create_iceberg_table(
-        self, table: str, schema: Any, *, properties: Mapping[str, str] | None = None
+        self,
+        table: str,
+        schema: Any,
+        *,
+        properties: Mapping[str, str] | None = None,
+        exist_ok: bool = False,
     ) -> IcebergLakeTable:
         """Create an Iceberg table (format v2): in the connection's catalog for ``namespace.table`` (the
         namespace is created when missing), else in the Hadoop layout at the table's root URI.
@@ -439,29 +444,41 @@ class LakeformatHook(BaseHook):
             table: ``namespace.table`` of the catalog, or a root URI / ``db.table`` under the warehouse.
             schema: a ``pyarrow.Schema`` or a pyiceberg ``Schema``.
             properties: table properties.
+            exist_ok: an existing Iceberg table is returned as it is (never changed, whatever its schema),
+                also when another writer created it in the meantime.
 
         Raises:
-            pyiceberg's TableAlreadyExistsError: a table is already there.
+            pyiceberg's TableAlreadyExistsError: a table is already there (unless ``exist_ok``).
 
         Example:
-            >>> hook.create_iceberg_table("demo.events", pa.schema([("id", pa.int64())]))  # doctest: +SKIP
+            >>> hook.create_iceberg_table("demo.events", pa.schema([("id", pa.int64())]), exist_ok=True)  # doctest: +SKIP
         """
-        from pyiceberg.exceptions import NamespaceAlreadyExistsError
+        from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 
+        from airflow_lakeformat.core.errors import TableNotFoundError
         from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
 
         ref = self.resolve(table, "iceberg")
+        if exist_ok:
+            with contextlib.suppress(TableNotFoundError):
+                return self.open_lake_table(ref)  # type: ignore[return-value]
         props = dict(properties or {})
-        if ref.identifier is not None:
-            catalog = self.load_iceberg_catalog()
-            with contextlib.suppress(NamespaceAlreadyExistsError):
-                catalog.create_namespace(ref.identifier.rpartition(".")[0])
-            catalog.create_table(ref.identifier, schema=schema, properties=props)
+        try:
+            if ref.identifier is not None:
+                catalog = self.load_iceberg_catalog()
+                with contextlib.suppress(NamespaceAlreadyExistsError):
+                    catalog.create_namespace(ref.identifier.rpartition(".")[0])
+                catalog.create_table(ref.identifier, schema=schema, properties=props)
+            else:
+                assert ref.location is not None
+                HadoopLayoutCatalog(storage_options=self.storage_options(ref.location)).create_table(
+                    ref.location, schema=schema, properties=props
+                )
+        except TableAlreadyExistsError:
+            if not exist_ok:
+                raise
         else:
-            assert ref.location is not None
-            HadoopLayoutCatalog(storage_options=self.storage_options(ref.location)).create_table(
-                ref.location, schema=schema, properties=props
-            )
+            self.log.info("created Iceberg table %s", ref.identifier or ref.location)
         opened = self.open_lake_table(ref)
         return opened  # type: ignore[return-value]
 

@@ -13,8 +13,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.exceptions import TableAlreadyExistsError
 
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR
 from airflow_lakeformat.hooks.lakeformat import LakeformatConnectionSettings, LakeformatHook
@@ -116,12 +118,23 @@ def test_open_and_create_tables_of_both_kinds(monkeypatch: pytest.MonkeyPatch, t
     assert (created.format, created.uri) == ("iceberg", "default:db.events")
     append_batch(created.native, 3)
     assert hook.open_lake_table("db.events").native.snapshot() is not None
+    with pytest.raises(TableAlreadyExistsError):
+        hook.create_iceberg_table("db.events", batch(0).schema)
+    other_schema = pa.schema([("other", pa.string())])
+    again = hook.create_iceberg_table("db.events", other_schema, exist_ok=True)  # as it is, not replaced
+    assert again.native.snapshot() == hook.open_lake_table("db.events").native.snapshot() is not None
+    assert again.native.table.schema().column_names == ["dt", "v"], "the existing schema, not other_schema"
     root = str(warehouse / "hadoop.db" / "events")
     hook_path = LakeformatHook("paths")
     set_connection(monkeypatch, "paths", host=str(warehouse))
     made = hook_path.create_iceberg_table("hadoop.events", batch(0).schema)
     assert (made.format, made.uri) == ("iceberg", root)
     assert (warehouse / "hadoop.db" / "events" / "metadata" / "v1.metadata.json").exists()
+    assert (
+        hook_path.create_iceberg_table("hadoop.events", pa.schema([("x", pa.int8())]), exist_ok=True).uri
+        == root
+    )
+    assert not (warehouse / "hadoop.db" / "events" / "metadata" / "v2.metadata.json").exists(), "not changed"
     assert hook_path.open_lake_table(root).format == "iceberg", "detected from the files"
     ok, message = hook.test_connection()
     assert ok and message.startswith("Iceberg catalog 'default' (sql) at sqlite:///"), message

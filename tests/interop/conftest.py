@@ -1,17 +1,6 @@
-"""The interop tests (Iceberg against Java) read manifest lists and manifests with the regex scanner from the first record.
-
-``core/iceberg/reach_decode.py`` compiles a writer schema's pattern only after 5,000 of its records (small
-tables never pay the compile); the tables here are small, so without this every test would take the
-reference decode and the scanned one would be proven only by the unit tests and the benchmarks.
-"""
+"""The interop tests (Iceberg against Java) read manifest lists and manifests with the regex scanner from the
+first record, as the Iceberg tests do (``tests/iceberg/conftest.py`` says why)."""
 
 from __future__ import annotations
 
-import pytest
-
-from airflow_lakeformat.core.iceberg import reach_decode
-
-
-@pytest.fixture(autouse=True)
-def scan_iceberg_metadata_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reach_decode, "SCAN_AFTER_RECORDS", 0)
+from tests.iceberg.conftest import scan_iceberg_metadata_at_once  # noqa: F401  (an autouse fixture)

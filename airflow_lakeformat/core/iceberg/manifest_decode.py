@@ -89,7 +89,7 @@ def read_avro_metadata(data: bytes) -> dict[str, bytes]:
         raise ValueError("truncated Avro header") from exc
 
 
-def _record_of(field_type: Any) -> dict[str, Any] | None:
+def record_of(field_type: Any) -> dict[str, Any] | None:
     """The record schema inside a field type (bare or in a ``["null", record]`` union)."""
     if isinstance(field_type, dict) and field_type.get("type") == "record":
         return field_type
@@ -148,7 +148,7 @@ def _project(writer_schema: dict[str, Any]) -> _Projection:
             kept_entry.append(field)
             entry_names[field_id] = field["name"]
             if field_id == 2:
-                data_file = _record_of(field["type"])
+                data_file = record_of(field["type"])
     if data_file is None or any(i not in entry_names for i in REQUIRED_ENTRY_IDS):
         raise ValueError(
             "the Avro schema is not an Iceberg manifest_entry schema (field ids 0 and 2 missing)"
@@ -161,7 +161,7 @@ def _project(writer_schema: dict[str, Any]) -> _Projection:
             continue
         file_names[field_id] = field["name"]
         if field_id == 102:
-            partition = _record_of(field["type"])
+            partition = record_of(field["type"])
             if partition is not None:
                 for part in partition.get("fields", []):
                     if part.get("field-id") is not None:

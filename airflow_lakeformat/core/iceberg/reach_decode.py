@@ -52,7 +52,7 @@ import fastavro
 from airflow_lakeformat.core import avro_blocks, avro_scan
 from airflow_lakeformat.core.errors import CorruptMetadataError
 from airflow_lakeformat.core.iceberg.live_files import STATUS_DELETED
-from airflow_lakeformat.core.iceberg.manifest_decode import read_avro_metadata
+from airflow_lakeformat.core.iceberg.manifest_decode import read_avro_metadata, record_of
 from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS
 
 _DECODE_ERRORS: tuple[type[BaseException], ...] = (*AVRO_DECODE_ERRORS, StopIteration)
@@ -111,16 +111,6 @@ class ContentRef:
         return CONTENT_KINDS.get(self.content, "data-file")
 
 
-def _record_of(field_type: Any) -> dict[str, Any] | None:
-    if isinstance(field_type, dict) and field_type.get("type") == "record":
-        return field_type
-    if isinstance(field_type, list):
-        for member in field_type:
-            if isinstance(member, dict) and member.get("type") == "record":
-                return member
-    return None
-
-
 def _by_id(fields: Sequence[dict[str, Any]], ids: dict[int, str]) -> dict[str, dict[str, Any]]:
     """Our key -> the writer's field, for the fields whose ``field-id`` is in ``ids``."""
     found = {}
@@ -174,7 +164,7 @@ def _list_plan(schema_json: bytes) -> _Plan:
 def _manifest_plan(schema_json: bytes) -> _Plan:
     writer = json.loads(schema_json)
     top = _by_id(writer.get("fields", []), ENTRY_FIELD_IDS)
-    data_file = _record_of(top["data_file"]["type"]) if "data_file" in top else None
+    data_file = record_of(top["data_file"]["type"]) if "data_file" in top else None
     if data_file is None or "status" not in top:
         raise ValueError(
             "the Avro schema is not an Iceberg manifest_entry schema (field ids 0 and 2 missing)"
@@ -189,7 +179,7 @@ def _manifest_plan(schema_json: bytes) -> _Plan:
     projected = copy.deepcopy(writer)
     projected["fields"] = [f for f in projected["fields"] if f.get("field-id") in ENTRY_FIELD_IDS]
     for fld in projected["fields"]:
-        record = _record_of(fld["type"])
+        record = record_of(fld["type"])
         if fld.get("field-id") == 2 and record is not None:
             record["fields"] = [
                 f for f in record.get("fields", []) if f.get("field-id") in DATA_FILE_FIELD_IDS
