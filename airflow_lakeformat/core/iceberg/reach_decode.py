@@ -25,8 +25,10 @@ Algorithm:
    are small and schema resolution costs more than the skipped fields). The reference decode names the
    file in a :class:`~airflow_lakeformat.core.errors.CorruptMetadataError` when it cannot decode it either.
 
-Both paths give the same rows (``tests/unit/test_iceberg_reach_decode.py`` checks them against each other
-on Java-, pyiceberg- and generated files, and that corrupt files are refused by both).
+Both paths give the same rows: ``tests/unit/test_iceberg_reach_decode.py`` checks them against each other
+on generated Java-shaped files and pyiceberg-written ones, and that corrupt files are refused by both; the
+Iceberg and Java interop tests scan from the first record, so Java-written tables take the scanned path
+(their results are compared with Java 1.10.2's ``expire_snapshots`` and ``remove_orphan_files``).
 
 Example::
 
