@@ -695,7 +695,7 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     Modes: "execute" (plan, checks, dry run, real run); plan only: "plan", "gc-off" (cyclic GC
     paused), "p1" (read_parallelism 1), "p1-gc-off" (both), "tracemalloc" (under tracemalloc).
     """
-    from airflow_lakeformat.core.paimon.live_files import gc_paused
+    from airflow_lakeformat.core.collector import gc_paused
     from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup, plan_orphan_cleanup
     from airflow_lakeformat.core.paimon.table import Table
 

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.paimon.manifest import ManifestEntry, iter_added, merge_entries
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
@@ -55,22 +53,6 @@ def live_entries(table: Table, snapshot: Snapshot, progress: Progress = NO_PROGR
         for entries in table.read_manifests(base + delta, owner, progress, decode_manifest_for_planning):
             merge_entries(entries, merged)
     return list(iter_added(merged))
-
-
-@contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while decoding many small records.
-
-    Every entry allocates about a dozen container objects that can never form cycles; letting the
-    collector scan them repeatedly cost a third of planning time (bench/README.md).
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def live_files(table: Table, snapshot: Snapshot, progress: Progress = NO_PROGRESS) -> list[LiveFile]:

@@ -19,8 +19,8 @@ import posixpath
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
-from airflow_lakeformat.core.paimon.live_files import gc_paused
 from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader, resolve_table_path
 from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry, iter_added, merge_entries
 from airflow_lakeformat.core.paimon.manifest_scan import ManifestRef

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import (
     DeletionFailedError,
     MaintenanceRefusedError,
@@ -46,7 +47,6 @@ from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import paths
-from airflow_lakeformat.core.paimon.live_files import gc_paused
 from airflow_lakeformat.core.paimon.maintenance.orphan_listing import (
     Candidate,
     CandidateDirectory,  # noqa: F401  (re-exported for the Spark job)
