@@ -146,7 +146,7 @@ class LocationNormaliser:
     def parse(self, location: str) -> FileURI:
         """The comparable form of one location (see the module docstring)."""
         scheme, authority, path = split_location(location)
-        if "//" in path or "/." in path or path.endswith("/") or not path.startswith("/"):
+        if not is_normal_path(path):
             path = normalise_path(path)  # the common, already normal absolute path skips the split
         return FileURI(self.scheme(scheme), self.authority(authority), path)
 
@@ -166,11 +166,33 @@ class PrefixMismatch:
     valid: str
 
 
+Prefix = tuple[str | None, str | None]
+
+
+def is_normal_path(path: str) -> bool:
+    """Whether :func:`normalise_path` would return ``path`` unchanged (absolute, no ``//``, no ``.`` or
+    ``..`` segment, no trailing ``/``), checked with substring searches only."""
+    return (
+        path[:1] == "/"
+        and "//" not in path
+        and "/./" not in path
+        and "/../" not in path
+        and not path.endswith(("/", "/.", "/.."))
+    )
+
+
+def split_dir(path: str) -> tuple[str, str]:
+    """``("/a/b/", "c")`` for ``"/a/b/c"``: the directory with its trailing ``/``, and the name."""
+    cut = path.rfind("/") + 1
+    return path[:cut], path[cut:]
+
+
 class ValidLocations:
     """The valid set, indexed by normalised path, each path with the (scheme, authority) pairs it was seen with.
 
-    Memory: one dict entry per distinct path; the usual single spelling per path is stored as one shared
-    tuple, so a million valid files cost about what a set of their paths costs.
+    Memory: paths are held as directory -> name -> spelling, so a directory's string is stored once and
+    each file costs its name and one dict slot; the usual single spelling per path is one shared tuple.
+    A million valid files cost less than a set of their full paths.
 
     Example:
         >>> valid = ValidLocations(LocationNormaliser())
@@ -183,43 +205,120 @@ class ValidLocations:
 
     def __init__(self, normaliser: LocationNormaliser) -> None:
         self.normaliser = normaliser
-        self._by_path: dict[str, tuple[str | None, str | None] | set[tuple[str | None, str | None]]] = {}
-        self._prefixes: dict[tuple[str | None, str | None], tuple[str | None, str | None]] = {}
+        self._dirs: dict[str, dict[str, Prefix | set[Prefix]]] = {}
+        self._spellings: dict[str, set[Prefix]] = {}  # directory -> every spelling any of its names has
+        self._prefixes: dict[Prefix, Prefix] = {}
+        self._count = 0
 
     def __len__(self) -> int:
-        return len(self._by_path)
+        return self._count
 
     def __contains__(self, path: str) -> bool:
-        return path in self._by_path
+        directory, name = split_dir(path)
+        names = self._dirs.get(directory)
+        return names is not None and name in names
 
-    def add(self, location: str) -> None:
-        uri = self.normaliser.parse(location)
-        key = (uri.scheme, uri.authority.lower() if uri.authority else None)
-        prefix = self._prefixes.setdefault(key, key)
-        current = self._by_path.get(uri.path)
+    def _store(self, path: str, prefix: Prefix) -> None:
+        directory, name = split_dir(path)
+        names = self._dirs.get(directory)
+        if names is None:
+            names = self._dirs[directory] = {}
+        self._spellings.setdefault(directory, set()).add(prefix)
+        current = names.get(name)
         if current is None:
-            self._by_path[uri.path] = prefix
+            names[name] = prefix
+            self._count += 1
         elif isinstance(current, set):
             current.add(prefix)
         elif current != prefix:
-            self._by_path[uri.path] = {current, prefix}
+            names[name] = {current, prefix}
+
+    def add(self, location: str) -> None:
+        scheme, authority, raw = split_location(location)
+        path = raw if is_normal_path(raw) else normalise_path(raw)
+        key = (self.normaliser.scheme(scheme), self.normaliser.authority(authority))
+        key = (key[0], key[1].lower() if key[1] else None)
+        prefix = self._prefixes.setdefault(key, key)
+        self._store(path, prefix)
+
+    def add_all(self, locations: Iterable[str]) -> int:
+        """Add every location; returns how many were given.
+
+        Locations are split at their last ``/``: the directory part (scheme and authority included) is
+        resolved once per distinct spelling (its names dict and spelling), so the many files of one
+        directory cost a dict lookup each. A directory part that is not already normal, or a name that is
+        ``.`` or ``..``, takes the full parse."""
+        count = 0
+        resolved: dict[str, tuple[dict[str, Prefix | set[Prefix]], Prefix] | None] = {}
+        for location in locations:
+            count += 1
+            cut = location.rfind("/") + 1
+            directory = location[:cut]
+            try:
+                found = resolved[directory]
+            except KeyError:
+                found = resolved[directory] = self._resolve_directory(directory)
+            name = location[cut:]
+            if found is None or name in ("", ".", ".."):
+                self.add(location)
+                continue
+            names, prefix = found
+            current = names.get(name)
+            if current is None:
+                names[name] = prefix
+                self._count += 1
+            elif current is not prefix and current != prefix:
+                if isinstance(current, set):
+                    current.add(prefix)
+                else:
+                    names[name] = {current, prefix}
+        return count
+
+    def _resolve_directory(self, directory: str) -> tuple[dict[str, Prefix | set[Prefix]], Prefix] | None:
+        """(names dict, spelling) for the directory part of locations (``s3://b/t/data/``), or None when
+        it is not in normal form (then each location is parsed in full)."""
+        scheme, authority, raw = split_location(directory)
+        if not raw.startswith("/") or not (raw == "/" or is_normal_path(raw[:-1])):
+            return None
+        key = (self.normaliser.scheme(scheme), self.normaliser.authority(authority))
+        key = (key[0], key[1].lower() if key[1] else None)
+        prefix = self._prefixes.setdefault(key, key)
+        names = self._dirs.get(raw)
+        if names is None:
+            names = self._dirs[raw] = {}
+        self._spellings.setdefault(raw, set()).add(prefix)
+        return names, prefix
 
     def update(self, locations: Iterable[str]) -> None:
-        for location in locations:
-            self.add(location)
+        self.add_all(locations)
 
-    def prefixes_of(self, path: str) -> list[tuple[str | None, str | None]]:
-        current = self._by_path.get(path)
+    def names_in(self, directory: str) -> dict[str, Prefix | set[Prefix]] | None:
+        """The valid names of one directory (given with its trailing ``/``), for joins by directory."""
+        return self._dirs.get(directory)
+
+    def spellings_in(self, directory: str) -> set[Prefix]:
+        """Every (scheme, authority) any valid name of ``directory`` (with its trailing ``/``) was seen with."""
+        return self._spellings.get(directory, set())
+
+    def prefixes_of(self, path: str) -> list[Prefix]:
+        directory, name = split_dir(path)
+        current = self._dirs.get(directory, {}).get(name)
         if current is None:
             return []
         return sorted(current, key=str) if isinstance(current, set) else [current]
 
-    def classify(self, actual: FileURI) -> Literal["orphan", "valid", "mismatch"]:
-        """``orphan`` (no valid path), ``valid`` (a compatible spelling) or ``mismatch`` (Java's conflict)."""
-        current = self._by_path.get(actual.path)
+    @staticmethod
+    def verdict(current: Prefix | set[Prefix] | None, scheme: str | None, authority: str | None) -> str:
+        """``orphan``, ``valid`` or ``mismatch`` of an actual (scheme, authority) against a path's spellings."""
         if current is None:
             return "orphan"
-        for scheme, authority in current if isinstance(current, set) else (current,):
-            if components_match(scheme, actual.scheme) and components_match(authority, actual.authority):
+        for valid_scheme, valid_authority in current if isinstance(current, set) else (current,):
+            if components_match(valid_scheme, scheme) and components_match(valid_authority, authority):
                 return "valid"
         return "mismatch"
+
+    def classify(self, actual: FileURI) -> Literal["orphan", "valid", "mismatch"]:
+        """``orphan`` (no valid path), ``valid`` (a compatible spelling) or ``mismatch`` (Java's conflict)."""
+        directory, name = split_dir(actual.path)
+        current = self._dirs.get(directory, {}).get(name)
+        return self.verdict(current, actual.scheme, actual.authority)  # type: ignore[return-value]

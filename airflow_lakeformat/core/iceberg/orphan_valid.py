@@ -13,8 +13,9 @@ Java 1.10.2 ``DeleteOrphanFilesSparkAction.validFileIdentDS`` (reference 3b step
 Every snapshot of every ref is in ``snapshots``, so "all snapshots" covers branches and tags.
 
 The snapshots are read with :func:`~airflow_lakeformat.core.iceberg.reachability.reachable_files` (shared
-with snapshot expiry; field-id-projected fastavro decoding of manifest lists and of the status and path of
-manifest entries). :func:`collect_valid` folds one metadata version into a :class:`ValidSet` and can be
+with snapshot expiry: manifest lists, each fast append's list decoded only as far as it is new), and the
+manifests with ``ReachabilityReader.live_paths_of`` (the status and path of each entry, nothing else, and
+nothing kept after its paths are in the set). :func:`collect_valid` folds one metadata version into a :class:`ValidSet` and can be
 called again after a re-load: it only reads snapshots it has not seen and manifests it has not read (one
 ``ReachabilityReader`` per run: each manifest list and manifest is read once), which is how execution
 re-checks every delete batch. A manifest list or manifest that
@@ -74,11 +75,7 @@ class ValidSet:
         return f"{scheme}://{authority}{path}" if authority else f"{scheme}:{path}"
 
     def add_all(self, locations: Iterable[str]) -> int:
-        count = 0
-        for location in locations:
-            self.locations.add(location)
-            count += 1
-        return count
+        return self.locations.add_all(locations)
 
     def counts_json(self) -> dict[str, Any]:
         return {
@@ -166,13 +163,22 @@ def _fold_snapshots(table: IcebergTable, valid: ValidSet, snapshots: list[Any], 
     if valid.reader is None or valid.reader.table is not table:
         valid.reader = ReachabilityReader(table)
     reached = reachable_files(
-        table, snapshots, reader=valid.reader, skip_manifests=valid.manifests, progress=progress
+        table,
+        snapshots,
+        reader=valid.reader,
+        skip_manifests=valid.manifests,
+        read_content=False,
+        progress=progress,
     )
+    # Only the paths of the live entries, each manifest read once and not kept (``live_paths_of``).
+    before = len(valid.locations)
+    for _, paths in valid.reader.live_paths_of(list(reached.manifests.values()), progress):
+        valid.locations.add_all(paths)
+    valid.content_files += len(valid.locations) - before
     valid.add_all(reached.manifest_lists)
     valid.manifest_lists.update(reached.manifest_lists)
     valid.add_all(reached.manifests)
-    valid.manifests.update(reached.manifests)
-    valid.content_files += valid.add_all(reached.content_files)
+    valid.manifests.update(reached.manifests)  # after every one was read: a missing one retries them all
     valid.statistics_files += valid.add_all(reached.statistics_files)
     valid.statistics_files += valid.add_all(reached.partition_statistics_files)
     valid.snapshots.update(reached.snapshot_ids)

@@ -8,7 +8,8 @@ Algorithm (reference sections 3b, 4.1, 4.2; Java ``spark/v3.5/.../actions/Delete
    outright outside ``spark.testing``). A real run on a read-only table (opened from a
    ``*.metadata.json``, which may not be current) is refused.
 2. **List candidates before reading the valid set** (``orphan_listing``): every non-hidden file older
-   than the cutoff under the table location (and ``write.data.path`` / ``write.metadata.path``), each
+   than the cutoff (on local disk the names are listed first and the ages read after the valid set, only
+   for the files it does not hold) under the table location (and ``write.data.path`` / ``write.metadata.path``), each
    root listed as ``<root>/`` so a sibling ``events_v2`` is never reached (apache/iceberg PR #12254).
 3. **Then the valid set**, from the table re-loaded after the listing: every file reachable from every
    snapshot (all refs' snapshots are in ``snapshots``): manifest lists, manifests, live data and delete
@@ -38,6 +39,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import json
 import posixpath
 import time
@@ -46,6 +48,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError
 from airflow_lakeformat.core.iceberg.location import (
     PREFIX_MISMATCH_MODES,
@@ -59,8 +62,10 @@ from airflow_lakeformat.core.iceberg.orphan_listing import (
     TreeListing,
     actual_uri,
     hidden_filter_for,
+    list_local_names,
     list_roots,
     listing_roots,
+    resolve_local_names,
 )
 from airflow_lakeformat.core.iceberg.orphan_valid import ValidSet, collect_valid, refresh_if_changed
 from airflow_lakeformat.core.iceberg.table import IcebergTable
@@ -223,12 +228,18 @@ def check_gc_enabled(table: IcebergTable) -> None:
         )
 
 
+@functools.lru_cache(maxsize=16)
+def _kind_prefixes(metadata_dir: str, data_dirs: tuple[str, ...]) -> tuple[str, tuple[str, ...]]:
+    return metadata_dir.rstrip("/") + "/", tuple(d.rstrip("/") + "/" for d in data_dirs)
+
+
 def kind_of(path: str, metadata_dir: str, data_dirs: tuple[str, ...]) -> str:
     """What an orphan looks like, by where it sits and its name (orphans have no metadata to say so):
     ``data-file`` under a data directory, ``metadata-json``, ``manifest-list``, ``manifest``,
     ``statistics`` or ``metadata-other`` under the metadata directory, else ``other-file``."""
     name = posixpath.basename(path)
-    if path.startswith(metadata_dir.rstrip("/") + "/"):
+    metadata_prefix, data_prefixes = _kind_prefixes(metadata_dir, data_dirs)
+    if path.startswith(metadata_prefix):
         if name.endswith((".metadata.json", ".metadata.json.gz")):
             return "metadata-json"
         if name.startswith("snap-") and name.endswith(".avro"):
@@ -238,7 +249,7 @@ def kind_of(path: str, metadata_dir: str, data_dirs: tuple[str, ...]) -> str:
         if name.endswith((".puffin", ".stats")):
             return "statistics"
         return "metadata-other"
-    if any(path.startswith(d.rstrip("/") + "/") for d in data_dirs):
+    if data_prefixes and path.startswith(data_prefixes):
         return "data-file"
     return "other-file"
 
@@ -300,21 +311,31 @@ def plan_orphan_cleanup(
     warnings: list[str] = []
     if table.read_only:
         warnings.append(READ_ONLY_WARNING)
+    hidden = hidden_filter_for(metadata)
+    names = None
     progress.start("listing the table's files", None)
     try:
-        listing = list_roots(table.io, roots, cutoff, hidden_filter_for(metadata), _thread_map(table))
+        if table.io.is_local:  # by name: ages are read afterwards, only of files the valid set lacks
+            with gc_paused():
+                names = list_local_names([r.path for r in roots], hidden)
+        else:  # the collector stays on around the store's client (core/collector.py)
+            listing = list_roots(table.io, roots, cutoff, hidden, _thread_map(table))
     finally:
         progress.finish()
     if on_phase:
         on_phase("listed")
     refresh_if_changed(table)  # the valid set comes from metadata at least as new as the listing
     check_gc_enabled(table)
-    valid = ValidSet(table.io, normaliser, metadata_dir)
-    collect_valid(table, valid, progress)
-    if on_phase:
-        on_phase("collected")
-    data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
-    orphans, mtimes, mismatches = classify(table, valid, listing.candidates, metadata_dir, data_dirs)
+    with gc_paused():  # millions of small acyclic objects (names, paths): the cyclic GC finds nothing
+        valid = ValidSet(table.io, normaliser, metadata_dir)
+        collect_valid(table, valid, progress)
+        if on_phase:
+            on_phase("collected")
+        if names is not None:
+            listing = resolve_local_names(names, valid.locations, cutoff)
+            del names
+        data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
+        orphans, mtimes, mismatches = classify(table, valid, listing.candidates, metadata_dir, data_dirs)
     if mismatches and prefix_mismatch == "error":
         raise PrefixMismatchError(table.name, mismatches)
     warnings += plan_warnings(listing, len(orphans), len(mismatches))

@@ -18,7 +18,9 @@ Algorithm:
    paths up to 1,023 bytes, per-column statistics of up to 128 columns with bounds up to 63 bytes (Java
    truncates bounds to 16 characters by default). Compiling such a pattern takes a few tenths of a second,
    so a writer schema is scanned only once :data:`SCAN_AFTER_RECORDS` of its records were decoded the
-   reference way: small tables never pay for it, large ones pay once.
+   reference way: small tables never pay for it, large ones pay once. It is compiled first with
+   :data:`SMALL_LIMITS` (up to 31 items: a tenth of the time), and with :data:`ICEBERG_LIMITS` once
+   :data:`ESCALATE_AFTER` records of the schema were left to fastavro (wider tables).
 3. Anything the fast path cannot handle (a codec it lacks, a schema it cannot compile, framing it does not
    understand, a decode error) falls back to the **reference decode**: fastavro over the whole file with
    a field-id-projected reader schema for manifests (no reader schema for manifest lists: their records
@@ -30,6 +32,13 @@ on generated Java-shaped files and pyiceberg-written ones, and that corrupt file
 Iceberg and Java interop tests scan from the first record, so Java-written tables take the scanned path
 (their results are compared with Java 1.10.2's ``expire_snapshots`` and ``remove_orphan_files``).
 
+4. Files whose blocks are many and small (pyiceberg writes one block per manifest entry) are framed and
+   scanned in one pass over their blocks' data joined (:mod:`~airflow_lakeformat.core.iceberg.reach_frames`),
+   when every block ends on a record boundary. Orphan cleanup
+   takes only the live paths (:func:`decode_manifest_live_paths`), and manifest lists of fast appends,
+   which carry the previous list's rows over unchanged, are decoded only as far as they are new
+   (:func:`decode_manifest_list_shared`).
+
 Example::
 
     refs = decode_manifest_list(data, "s3://b/t/metadata/snap-1.avro")
@@ -39,8 +48,10 @@ Example::
 from __future__ import annotations
 
 import copy
+import functools
 import io
 import json
+import operator
 import re
 import struct
 import threading
@@ -56,6 +67,7 @@ from airflow_lakeformat.core.errors import CorruptMetadataError
 from airflow_lakeformat.core.iceberg.live_files import STATUS_DELETED
 from airflow_lakeformat.core.iceberg.manifest_decode import read_avro_metadata, record_of
 from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS
+from airflow_lakeformat.core.iceberg.reach_frames import payloads_of, scan_whole, split
 
 _DECODE_ERRORS: tuple[type[BaseException], ...] = (*AVRO_DECODE_ERRORS, StopIteration)
 # What the fast path may raise on input it does not understand: the reference decode then decides.
@@ -69,6 +81,8 @@ _FAST_PATH_ERRORS: tuple[type[BaseException], ...] = (
     OverflowError,
 )
 ICEBERG_LIMITS = avro_scan.Limits(length=1023, items=255, long_items=128, item_length=63)
+SMALL_LIMITS = avro_scan.Limits(length=1023, items=31, long_items=31, item_length=63)
+ESCALATE_AFTER = 1_000  # records the SMALL_LIMITS pattern left to fastavro before ICEBERG_LIMITS is compiled
 SCAN_AFTER_RECORDS = 5_000  # records of one writer schema decoded by fastavro before its pattern is compiled
 
 MANIFEST_LIST_FIELD_IDS = {
@@ -134,9 +148,11 @@ class _Plan:
         self.paths = paths  # our key -> the Avro path of the field (its writer names)
         self.index = {key: i for i, key in enumerate(paths)}
         self.scanner: avro_scan.FieldScanner | None = None
-        self.converter: Any = None  # the scanner's match -> reference converter, built with it
+        self.converters: dict[Any, Any] = {}  # converter factory -> the scanner's match converter
         self.records_seen = 0
         self.compiled = False
+        self.limits = SMALL_LIMITS
+        self.fell_back = 0  # records the pattern of SMALL_LIMITS left to fastavro
         self.lock = threading.Lock()
 
     def scanner_for(self, records: int) -> avro_scan.FieldScanner | None:
@@ -148,11 +164,21 @@ class _Plan:
             return None
         captures = list(self.paths.values())
         scanner = avro_scan.FieldScanner(
-            self.schema_json, captures, reader_schema=self.reader_schema, limits=ICEBERG_LIMITS
+            self.schema_json, captures, reader_schema=self.reader_schema, limits=self.limits
         )
         self.scanner = scanner if scanner.pattern is not None else None
         self.compiled = True
         return self.scanner
+
+    def fell_back_on(self, records: int) -> None:
+        """Count records the pattern did not express; past :data:`ESCALATE_AFTER` (with the small limits),
+        compile the pattern of :data:`ICEBERG_LIMITS` for the files to come (called under ``lock``)."""
+        if not records or self.limits is ICEBERG_LIMITS:
+            return
+        self.fell_back += records
+        if self.fell_back >= ESCALATE_AFTER:
+            self.limits, self.compiled, self.converters = ICEBERG_LIMITS, False, {}
+            self.scanner_for(0)
 
 
 def _list_plan(schema_json: bytes) -> _Plan:
@@ -214,25 +240,38 @@ _MANIFEST_PLANS = _Plans(_manifest_plan)
 Converter = Callable[["re.Match[bytes]"], Any]
 
 
+def _converter(plan: _Plan, make: Callable[[_Plan, avro_scan.RecordPattern], Converter],
+               pattern: avro_scan.RecordPattern) -> Converter:  # fmt: skip
+    convert = plan.converters.get(make)
+    if convert is None:
+        convert = plan.converters[make] = make(plan, pattern)
+    return convert
+
+
 def _scan(data: bytes, plans: _Plans, make: Callable[[_Plan, avro_scan.RecordPattern], Converter],
           of_record: Callable[[_Plan, tuple[Any, ...]], Any]) -> list[Any] | None:  # fmt: skip
     """The converted records of the file, in file order (None where a converter says to drop one), or None
     when the reference decode is to run. ``make`` builds a plan's converter of pattern matches (once per
     plan); ``of_record`` converts the captured fields of a record fastavro decoded."""
-    container = avro_blocks.split_container(data)
+    container = split(data)
     plan = plans.get(container.schema_json)
     with plan.lock:  # the threads reading files of one schema share its plan and scanner
         scanner = plan.scanner_for(sum(count for count, _ in container.blocks))
         if scanner is None or scanner.pattern is None:
             return None
-        if plan.converter is None:
-            plan.converter = make(plan, scanner.pattern)
-        convert = plan.converter
+        convert = _converter(plan, make, scanner.pattern)
+        payloads = payloads_of(container)
+        whole = scan_whole(scanner.pattern, payloads)
+        if whole is not None:
+            return list(map(convert, whole[0]))
         out: list[Any] = []
-        for count, block in avro_blocks.iter_blocks(container):
+        fell_back = 0
+        for count, block in payloads:
             matches, rest = scanner.scan(block, count)
             out.extend(map(convert, matches))
             out.extend(of_record(plan, scanner.row_of(record)) for record in rest)
+            fell_back += len(rest)
+        plan.fell_back_on(fell_back)
     return out
 
 
@@ -307,6 +346,29 @@ def _entry_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter
     return convert
 
 
+def _path_of(plan: _Plan, row: tuple[Any, ...]) -> str | None:
+    if row[plan.index["status"]] == STATUS_DELETED:
+        return None
+    return row[plan.index["file_path"]]  # type: ignore[no-any-return]
+
+
+_LIVE = (b"\x00", b"\x02")  # status EXISTING (0) and ADDED (1), as one-byte varints
+
+
+def _path_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter:
+    """Only the path of a live entry (orphan cleanup needs nothing else); None for a DELETED one."""
+    status_g, status_r = pattern.group_of(plan.paths["status"])
+    path_g, path_r = pattern.group_of(plan.paths["file_path"])
+
+    def convert(match: re.Match[bytes]) -> str | None:
+        status = match.group(status_g)
+        if status not in _LIVE and status_r(status) == STATUS_DELETED:
+            return None
+        return path_r(match.group(path_g))  # type: ignore[no-any-return]
+
+    return convert
+
+
 def decode_manifest_list(data: bytes, location: str) -> list[ManifestRef]:
     """The rows of a manifest list, reduced to :class:`ManifestRef` (module docstring).
 
@@ -341,6 +403,107 @@ def decode_manifest_paths(data: bytes, location: str) -> list[ContentRef]:
     if refs is None:
         return _reference_manifest_paths(data, location)
     return [ref for ref in refs if ref is not None]
+
+
+def decode_manifest_live_paths(data: bytes, location: str) -> list[str]:
+    """The paths of the live content files of one manifest, in file order: :func:`decode_manifest_paths`
+    without building a :class:`ContentRef` per entry (what orphan cleanup's valid set needs).
+
+    Args:
+        data: The file's bytes.
+        location: Its location, named in errors.
+
+    Raises:
+        CorruptMetadataError: Not an Iceberg manifest, or undecodable (truncated, garbage).
+    """
+    try:
+        paths = _scan(data, _MANIFEST_PLANS, _path_converter, _path_of)
+    except _FAST_PATH_ERRORS:
+        paths = None
+    if paths is None:
+        return [ref.path for ref in _reference_manifest_paths(data, location)]
+    return list(filter(functools.partial(operator.is_not, None), paths))
+
+
+@dataclass(frozen=True, slots=True)
+class SharedList:
+    """A decoded manifest list and what a later list that carries it over needs: its blocks' data joined
+    (``payload``; None when it was not decoded exactly by the scanner) and, per row, how far from the end
+    of ``payload`` the row ends (``from_end``). ``own`` is the number of leading rows decoded from this
+    file's own bytes (the rest were the parent's rows, carried over). ``schema_json`` is the writer schema
+    the rows were decoded with: a child's bytes are only ever read as its parent's rows under the same one."""
+
+    rows: list[ManifestRef]
+    payload: bytes | None
+    from_end: list[int] | None
+    own: int
+    schema_json: bytes | None = None
+
+
+def _aligned(from_end: list[int], payloads: list[tuple[int, bytes]], total: int) -> bool:
+    """Whether every block ends where a record ends (so a block-by-block decode gives the same rows)."""
+    records = length = 0
+    for count, block in payloads:
+        records += count
+        length += len(block)
+        if (from_end[records - 1] if records else total) != total - length:
+            return False
+    return True
+
+
+def decode_manifest_list_shared(data: bytes, location: str, parent: SharedList | None = None) -> SharedList:
+    """:func:`decode_manifest_list`, decoding only the rows that are new since ``parent``'s list.
+
+    A fast append writes its new manifests first and then the previous list's rows unchanged, so its
+    blocks' data (joined) ends with the parent list's data. When it does, only the leading bytes are
+    decoded, which must hold exactly the missing number of records and end exactly where the parent's
+    data starts; the parent's rows (decoded exactly from those very bytes) follow. Otherwise, or when the
+    blocks do not end on record boundaries, the whole list is decoded as :func:`decode_manifest_list` does.
+
+    Args:
+        data: The file's bytes.
+        location: Its location, named in errors.
+        parent: The decoded list of the snapshot's parent, if at hand.
+
+    Raises:
+        CorruptMetadataError: Not an Iceberg manifest list, or undecodable (truncated, garbage).
+    """
+    try:
+        container = split(data)
+        plan = _LIST_PLANS.get(container.schema_json)
+        with plan.lock:
+            total = sum(count for count, _ in container.blocks)
+            scanner = plan.scanner_for(total)
+            if scanner is not None and scanner.pattern is not None:
+                pattern = scanner.pattern
+                convert = _converter(plan, _list_converter, pattern)
+                payloads = payloads_of(container)
+                payload = payloads[0][1] if len(payloads) == 1 else b"".join(b for _, b in payloads)
+                size = len(payload)
+                if (
+                    parent is not None
+                    and parent.payload is not None
+                    and parent.from_end is not None
+                    and parent.schema_json == container.schema_json
+                ):
+                    head, head_count = size - len(parent.payload), total - len(parent.rows)
+                    if head >= 0 and head_count >= 0 and payload.endswith(parent.payload):
+                        matches, pos = pattern.scan(payload[:head], head_count)
+                        if len(matches) == head_count and pos == head:
+                            from_end = [size - m.end() for m in matches] + parent.from_end
+                            if _aligned(from_end, payloads, size):
+                                rows = [convert(m) for m in matches] + parent.rows
+                                return SharedList(rows, payload, from_end, head_count, container.schema_json)
+                whole = scan_whole(pattern, payloads)
+                if whole is not None:
+                    matches = whole[0]
+                    rows = list(map(convert, matches))
+                    ends = [size - m.end() for m in matches]
+                    return SharedList(rows, payload, ends, len(rows), container.schema_json)
+    except _FAST_PATH_ERRORS:
+        pass
+    rows = decode_manifest_list(data, location)
+    return SharedList(rows, None, None, len(rows))
 
 
 # -- the reference decode (fastavro over the whole file) -----------------------------------------
@@ -412,7 +575,10 @@ __all__ = [
     "MANIFEST_LIST_FIELD_IDS",
     "ContentRef",
     "ManifestRef",
+    "SharedList",
     "decode_manifest_list",
+    "decode_manifest_list_shared",
+    "decode_manifest_live_paths",
     "decode_manifest_paths",
     "reference_decode_manifest_list",
     "reference_decode_manifest_paths",

@@ -47,8 +47,8 @@ core ``ReachableFileCleanup``; reference sections 1.7, 3a and 3b step 2):
 4. ``statistics`` and ``partition-statistics`` entries of ``metadata`` whose ``snapshot-id`` is one of
    the snapshots.
 
-Manifests and lists are fetched on a thread pool (``workers``, default the table's read parallelism)
-and decoded in the calling thread. A missing file is :class:`MissingMetadataError` and an undecodable
+Manifests and lists are fetched on a thread pool (``workers``, default the table's read parallelism; on
+local disk in the calling thread) and decoded in the calling thread. A missing file is :class:`MissingMetadataError` and an undecodable
 one :class:`CorruptMetadataError`, both naming the file; nothing is ever silently skipped, so callers
 that delete can rely on a complete set or an exception.
 
@@ -62,24 +62,30 @@ Example::
 
 from __future__ import annotations
 
-import gc
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import MissingMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.iceberg.location import split_location
 from airflow_lakeformat.core.iceberg.reach_decode import (
     CONTENT_KINDS,
     ContentRef,
     ManifestRef,
+    SharedList,
     decode_manifest_list,
+    decode_manifest_list_shared,
+    decode_manifest_live_paths,
     decode_manifest_paths,
 )
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 T = TypeVar("T")
+_SHARED_LISTS = 8  # decoded manifest lists kept for their children (fast appends carry their rows over)
 # A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
 # MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
 Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
@@ -141,6 +147,10 @@ def fetch_metadata_file(table: IcebergTable, location: str, referenced_by: str) 
         MissingMetadataError: The file does not exist.
     """
     try:
+        local = _local_path(table, location)
+        if local is not None:
+            with open(local, "rb") as handle:
+                return handle.read()
         with table.table.io.new_input(location).open() as stream:
             return bytes(stream.read())
     except FileNotFoundError as exc:
@@ -150,6 +160,17 @@ def fetch_metadata_file(table: IcebergTable, location: str, referenced_by: str) 
         if "not found" in text or "no such file" in text or "does not exist" in text or "nosuchkey" in text:
             raise MissingMetadataError(location, referenced_by) from exc
         raise
+
+
+def _local_path(table: IcebergTable, location: str) -> str | None:
+    """The local path of a ``file:`` or scheme-less location of a table on local disk (read with ``open``:
+    far cheaper per file than a pyarrow stream), else None."""
+    if not table.io.is_local:
+        return None
+    scheme, authority, path = split_location(location)
+    if scheme not in (None, "file") or authority not in (None, "", "localhost") or not path.startswith("/"):
+        return None
+    return path
 
 
 class ReachabilityReader:
@@ -169,12 +190,16 @@ class ReachabilityReader:
         self._lists: dict[str, list[ManifestRef]] = {}
         self._contents: dict[str, list[ContentRef]] = {}
         self._missing: dict[str, MissingMetadataError] = {}
+        self._shared: OrderedDict[str, SharedList] = OrderedDict()  # the last lists decoded exactly
+        self.own_rows: dict[str, tuple[str, int]] = {}  # list -> (parent list, rows of its own), carried over
         self.sizes: dict[str, int] = {}  # bytes of every file read
         self.lists_read = 0
         self.manifests_read = 0
 
     def _map(self, fn: Callable[[Any], T], items: Sequence[Any]) -> Iterator[T]:
-        if len(items) <= 1 or self.workers == 1:
+        # Local files are read in this thread: a read costs microseconds, and bytes allocated on worker
+        # threads land in per-thread malloc arenas that keep the process's RSS high long after.
+        if len(items) <= 1 or self.workers == 1 or self.table.io.is_local:
             yield from map(fn, items)
             return
         with ThreadPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
@@ -198,30 +223,27 @@ class ReachabilityReader:
         if not wanted:
             return 0
         progress.start(task, len(wanted))
-        gc_was_enabled = gc.isenabled()
-        gc.disable()  # millions of small acyclic objects: see live_files.decode_manifests
         try:
-            if self.loader is not None:
-                kind = "manifest-list" if decode is decode_manifest_list else "manifest"
-                for (location, _), (size, value) in zip(wanted, self.loader(kind, wanted), strict=True):
-                    if isinstance(value, MissingMetadataError):
-                        self._missing[location] = value
+            with gc_paused():  # millions of small acyclic objects (core/collector.py)
+                if self.loader is not None:
+                    kind = "manifest" if decode is decode_manifest_paths else "manifest-list"
+                    for (location, _), (size, value) in zip(wanted, self.loader(kind, wanted), strict=True):
+                        if isinstance(value, MissingMetadataError):
+                            self._missing[location] = value
+                        else:
+                            self.sizes[location] = size
+                            cache[location] = value
+                        progress.advance()
+                    return len(wanted)
+                fetched = self._map(lambda item: self._fetch(*item), wanted)
+                for (location, _), data in zip(wanted, fetched, strict=True):
+                    if isinstance(data, MissingMetadataError):
+                        self._missing[location] = data
                     else:
-                        self.sizes[location] = size
-                        cache[location] = value
+                        self.sizes[location] = len(data)
+                        cache[location] = decode(data, location)
                     progress.advance()
-                return len(wanted)
-            fetched = self._map(lambda item: self._fetch(*item), wanted)
-            for (location, _), data in zip(wanted, fetched, strict=True):
-                if isinstance(data, MissingMetadataError):
-                    self._missing[location] = data
-                else:
-                    self.sizes[location] = len(data)
-                    cache[location] = decode(data, location)
-                progress.advance()
         finally:
-            if gc_was_enabled:
-                gc.enable()
             progress.finish()
         return len(wanted)
 
@@ -246,7 +268,14 @@ class ReachabilityReader:
         """The manifest lists of several snapshots (anything with ``snapshot_id`` and ``manifest_list``),
         in input order. With ``missing_ok`` a missing list reads as empty and is appended to ``missing``."""
         wanted: dict[str, str] = {}
-        for snapshot in snapshots:
+        parents: dict[str, str] = {}
+        list_of = {s.snapshot_id: s.manifest_list for s in self.table.metadata.snapshots}
+        list_of.update((s.snapshot_id, s.manifest_list) for s in snapshots)
+        ordered = sorted(  # parents first (anything with snapshot_id and manifest_list is accepted)
+            snapshots,
+            key=lambda s: (getattr(s, "sequence_number", None) or 0, getattr(s, "timestamp_ms", None) or 0),
+        )
+        for snapshot in ordered:
             location = snapshot.manifest_list
             if not location:
                 raise UnsupportedFormatError(
@@ -255,11 +284,70 @@ class ReachabilityReader:
                 )
             if location not in self._lists and location not in self._missing and location not in wanted:
                 wanted[location] = f"snapshot {snapshot.snapshot_id}"
+                parent_id = getattr(snapshot, "parent_snapshot_id", None)
+                parent = list_of.get(parent_id) if parent_id is not None else None
+                if parent:
+                    parents[location] = parent
         self.lists_read += self._load(
-            list(wanted.items()), self._lists, decode_manifest_list, "reading manifest lists", progress
+            list(wanted.items()), self._lists, self._list_decoder(parents), "reading manifest lists", progress
         )
         sink = [] if missing is None else missing
         return [self._get(self._lists, s.manifest_list, missing_ok, sink) for s in snapshots]
+
+    def _list_decoder(self, parents: dict[str, str]) -> Callable[[bytes, str], list[ManifestRef]]:
+        """Decodes lists in the calling thread, each against its parent's list when that was decoded exactly
+        just before (the last :data:`_SHARED_LISTS` are kept), recording the rows it carried over."""
+
+        def decode(data: bytes, location: str) -> list[ManifestRef]:
+            parent = parents.get(location)
+            shared = decode_manifest_list_shared(data, location, self._shared.get(parent) if parent else None)
+            if parent and shared.own < len(shared.rows):
+                self.own_rows[location] = (parent, shared.own)
+            if shared.payload is not None:
+                self._shared[location] = shared
+                while len(self._shared) > _SHARED_LISTS:
+                    self._shared.popitem(last=False)
+            return shared.rows
+
+        return decode
+
+    def live_paths_of(self, manifests: Sequence[ManifestRef], progress: Progress = NO_PROGRESS) -> Iterator[
+            tuple[ManifestRef, list[str]]]:  # fmt: skip
+        """(manifest, paths of its live content files) for each distinct manifest, read now and not kept
+        (orphan cleanup reads each manifest once and needs only the paths).
+
+        Raises:
+            MissingMetadataError: A manifest does not exist (raised when reached, the rest unread).
+            CorruptMetadataError: One cannot be decoded.
+        """
+        distinct = list({m.path: m for m in manifests}.values())
+        if not distinct:
+            return
+        progress.start("reading manifests", len(distinct))
+        try:
+            with gc_paused():  # millions of small acyclic objects (core/collector.py)
+                cached = [m for m in distinct if m.path in self._contents]
+                for m in cached:
+                    yield m, [ref.path for ref in self._contents[m.path]]
+                    progress.advance()
+                todo = [m for m in distinct if m.path not in self._contents]
+                if self.loader is not None:
+                    wanted = [(m.path, _referenced_by(m)) for m in todo]
+                    for m, (_, rows) in zip(todo, self.loader("manifest", wanted), strict=True):
+                        if isinstance(rows, MissingMetadataError):
+                            raise rows
+                        yield m, [ref.path for ref in rows]
+                        progress.advance()
+                    return
+                fetched = self._map(lambda m: self._fetch(m.path, _referenced_by(m)), todo)
+                for m, data in zip(todo, fetched, strict=True):
+                    if isinstance(data, MissingMetadataError):
+                        raise data
+                    self.manifests_read += 1
+                    yield m, decode_manifest_live_paths(data, m.path)
+                    progress.advance()
+        finally:
+            progress.finish()
 
     def manifests_of(self, snapshot: Any) -> list[ManifestRef]:
         """The manifest list of one snapshot."""
@@ -278,12 +366,16 @@ class ReachabilityReader:
         wanted: dict[str, str] = {}
         for m in manifests:
             if m.path not in self._contents and m.path not in self._missing and m.path not in wanted:
-                wanted[m.path] = f"a manifest list (manifest added by snapshot {m.added_snapshot_id})"
+                wanted[m.path] = _referenced_by(m)
         self.manifests_read += self._load(
             list(wanted.items()), self._contents, decode_manifest_paths, "reading manifests", progress
         )
         sink = [] if missing is None else missing
         return [self._get(self._contents, m.path, missing_ok, sink) for m in manifests]
+
+
+def _referenced_by(manifest: ManifestRef) -> str:
+    return f"a manifest list (manifest added by snapshot {manifest.added_snapshot_id})"
 
 
 def load_one(table: IcebergTable, kind: str, location: str, referenced_by: str) -> tuple[int, Any]:
@@ -354,9 +446,15 @@ def reachable_files(
     result = ReachableFiles()
     skip = set(skip_manifests)
     lists = reader.manifests_of_many(snapshots, progress, missing_ok=missing_ok, missing=result.missing)
+    folded: set[str] = set()  # lists whose rows are in: a child list that carried them over adds its own
     for snapshot, rows in zip(snapshots, lists, strict=True):
         result.snapshot_ids.add(snapshot.snapshot_id)
         result.manifest_lists.setdefault(snapshot.manifest_list, snapshot.snapshot_id)
+        own = reader.own_rows.get(snapshot.manifest_list)
+        if own is not None and own[0] in folded:
+            rows = rows[: own[1]]
+        if snapshot.manifest_list in reader._lists:
+            folded.add(snapshot.manifest_list)
         for row in rows:
             if row.path not in skip:
                 result.manifests.setdefault(row.path, row)
