@@ -20,6 +20,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import fastavro
 import pytest
@@ -243,6 +244,34 @@ def test_the_valid_set_built_in_bulk_is_the_one_built_location_by_location() -> 
         (None, None),
         ("hdfs", "ns"),
     }
+
+
+def test_a_directory_is_resolved_once_across_many_add_all_calls(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Orphan cleanup adds each manifest's paths in its own call; the partitions recur in every manifest,
+    so a directory spelling is resolved once for the set's life, and the set is the one built path by path."""
+    normaliser = LocationNormaliser(equal_authorities={"nn1:8020": "ns"})
+    one, chunked = ValidLocations(normaliser), ValidLocations(normaliser)
+    resolved: list[str] = []
+    original = ValidLocations._resolve_directory
+
+    def counting(self: ValidLocations, directory: str) -> Any:
+        resolved.append(directory)
+        return original(self, directory)
+
+    monkeypatch.setattr(ValidLocations, "_resolve_directory", counting)
+    manifests = [[*LOCATIONS[i::3], f"s3://bucket/wh/t/data/p={i % 2}/{i}.parquet"] for i in range(6)]
+    for chunk in manifests:
+        for location in chunk:
+            one.add(location)
+        chunked.add_all(chunk)
+    assert len(one) == len(chunked)
+    for chunk in manifests:
+        for location in chunk:
+            path = normaliser.parse(location).path
+            assert (path in one) == (path in chunked), location
+            assert one.prefixes_of(path) == chunked.prefixes_of(path), location
+    assert len(resolved) == len(set(resolved))  # never twice
+    assert "s3://bucket/wh/t/data/p=0/" in resolved and "s3://bucket/wh/t/data/p=1/" in resolved
 
 
 # -- the local name listing ----------------------------------------------------------------------

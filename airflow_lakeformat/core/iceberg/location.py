@@ -208,6 +208,9 @@ class ValidLocations:
         self._dirs: dict[str, dict[str, Prefix | set[Prefix]]] = {}
         self._spellings: dict[str, set[Prefix]] = {}  # directory -> every spelling any of its names has
         self._prefixes: dict[Prefix, Prefix] = {}
+        # directory part as spelled -> (names dict, spelling) or None (not normal): kept across calls,
+        # as a table's partitions recur in every manifest. Entries of _dirs are never removed.
+        self._resolved: dict[str, tuple[dict[str, Prefix | set[Prefix]], Prefix] | None] = {}
         self._count = 0
 
     def __len__(self) -> int:
@@ -245,11 +248,11 @@ class ValidLocations:
         """Add every location; returns how many were given.
 
         Locations are split at their last ``/``: the directory part (scheme and authority included) is
-        resolved once per distinct spelling (its names dict and spelling), so the many files of one
-        directory cost a dict lookup each. A directory part that is not already normal, or a name that is
+        resolved once per distinct spelling for the life of the set (its names dict and spelling), so the
+        many files of one directory cost a dict lookup each, in every manifest. A directory part that is not already normal, or a name that is
         ``.`` or ``..``, takes the full parse."""
         count = 0
-        resolved: dict[str, tuple[dict[str, Prefix | set[Prefix]], Prefix] | None] = {}
+        resolved = self._resolved
         for location in locations:
             count += 1
             cut = location.rfind("/") + 1
