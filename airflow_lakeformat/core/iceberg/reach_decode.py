@@ -55,7 +55,6 @@ import operator
 import re
 import struct
 import threading
-import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,7 +75,7 @@ _FAST_PATH_ERRORS: tuple[type[BaseException], ...] = (
     avro_blocks.UnsupportedCodec,
     avro_scan.ScanUnsupported,
     struct.error,
-    zlib.error,
+    *avro_blocks.INFLATE_ERRORS,
     UnicodeDecodeError,
     OverflowError,
 )

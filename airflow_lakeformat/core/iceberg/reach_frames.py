@@ -9,8 +9,9 @@ decoding give:
    is cut at its sync markers with one C-level ``bytes.split``; each piece must be exactly a record count,
    a byte size and that many bytes. A piece that is not (a marker's bytes inside a block, a truncated
    file) sends the whole file through ``split_container``.
-2. :func:`payloads_of`: deflate blocks are inflated with ``zlib.decompress`` directly; other codecs through
-   ``avro_blocks``.
+2. :func:`payloads_of`: deflate blocks are inflated whole with :func:`avro_blocks.inflate` (ISA-L where
+   installed: the manifest lists of a long fast-append history are hundreds of MB inflated); other
+   codecs through ``avro_blocks``.
 3. :func:`scan_whole`: the blocks' data joined is matched in one pass, accepted only if the pattern tiles
    it exactly and every block ends where one of its records ends (then each block decodes as it would
    alone).
@@ -24,7 +25,6 @@ Example::
 from __future__ import annotations
 
 import re
-import zlib
 from itertools import accumulate
 
 from airflow_lakeformat.core import avro_blocks, avro_scan
@@ -106,8 +106,8 @@ def payloads_of(container: avro_blocks.Container) -> list[tuple[int, bytes]]:
     """(record count, decompressed data) of every block (deflate inflated directly: files pyiceberg writes
     hold one block per entry, so the per-block cost counts)."""
     if container.codec == "deflate":
-        inflate = zlib.decompress
-        return [(count, inflate(block, -15)) for count, block in container.blocks]
+        inflate = avro_blocks.inflate
+        return [(count, inflate(block)) for count, block in container.blocks]
     return list(avro_blocks.iter_blocks(container))
 
 
