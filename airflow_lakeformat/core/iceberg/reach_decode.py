@@ -231,9 +231,39 @@ class _Plans:
                 found = self._cache.setdefault(schema_json, found)
         return found
 
+    def compile_all(self) -> None:
+        """Compile the scanner of every schema seen so far (see :func:`scanners_ready`)."""
+        with self._lock:
+            plans = list(self._cache.values())
+        for plan in plans:
+            with plan.lock:
+                if not plan.compiled:
+                    plan.records_seen = max(plan.records_seen, SCAN_AFTER_RECORDS)
+                    plan.scanner_for(0)
+
+    def all_compiled(self) -> bool:
+        """Whether a schema was seen and every one seen has had its scanner compiled (or found none)."""
+        with self._lock:
+            return bool(self._cache) and all(plan.compiled for plan in self._cache.values())
+
 
 _LIST_PLANS = _Plans(_list_plan)
 _MANIFEST_PLANS = _Plans(_manifest_plan)
+
+
+def scanners_ready(kind: str, *, compile_now: bool = False) -> bool:
+    """Whether the writer schemas of ``kind`` (``"manifest-list"`` or ``"manifest"``) seen so far all have
+    their scanner compiled: work split over processes after that point is not compiled twice.
+
+    Args:
+        kind: ``"manifest-list"`` or ``"manifest"``.
+        compile_now: Compile the scanners of the schemas seen so far without waiting for
+            :data:`SCAN_AFTER_RECORDS` records (the caller knows a large read follows).
+    """
+    plans = _LIST_PLANS if kind == "manifest-list" else _MANIFEST_PLANS
+    if compile_now:
+        plans.compile_all()
+    return plans.all_compiled()
 
 
 Converter = Callable[["re.Match[bytes]"], Any]

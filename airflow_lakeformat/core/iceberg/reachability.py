@@ -62,12 +62,14 @@ Example::
 
 from __future__ import annotations
 
+import os
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import MissingMetadataError, UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.location import split_location
@@ -80,12 +82,16 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_list_shared,
     decode_manifest_live_paths,
     decode_manifest_paths,
+    scanners_ready,
 )
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 T = TypeVar("T")
 _SHARED_LISTS = 8  # decoded manifest lists kept for their children (fast appends carry their rows over)
+# Local files of at least this many bytes in one call are decoded half in a forked child (core/forked.py):
+# below it the fork (about 10 ms) costs more than the second core gives.
+FORK_MIN_BYTES = 8 << 20
 # A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
 # MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
 Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
@@ -235,17 +241,113 @@ class ReachabilityReader:
                             cache[location] = value
                         progress.advance()
                     return len(wanted)
-                fetched = self._map(lambda item: self._fetch(*item), wanted)
-                for (location, _), data in zip(wanted, fetched, strict=True):
-                    if isinstance(data, MissingMetadataError):
-                        self._missing[location] = data
-                    else:
-                        self.sizes[location] = len(data)
-                        cache[location] = decode(data, location)
-                    progress.advance()
+                self._decode_into(wanted, cache, decode, progress)
         finally:
             progress.finish()
         return len(wanted)
+
+    def _decode_into(
+        self,
+        wanted: list[tuple[str, str]],
+        cache: dict[str, Any],
+        decode: Callable[[bytes, str], Any],
+        progress: Progress,
+    ) -> None:
+        fetched = self._map(lambda item: self._fetch(*item), wanted)
+        for (location, _), data in zip(wanted, fetched, strict=True):
+            if isinstance(data, MissingMetadataError):
+                self._missing[location] = data
+            else:
+                self.sizes[location] = len(data)
+                cache[location] = decode(data, location)
+            progress.advance()
+
+    def _local_sizes(self, locations: Sequence[str]) -> list[int] | None:
+        """Sizes of local files (0 for a missing one), or None unless forking is allowed and they are local
+        and :data:`FORK_MIN_BYTES` in all."""
+        if self.loader is not None or not self.table.io.is_local or len(locations) < 2:
+            return None
+        if not forked.fork_allowed():
+            return None
+        sizes: list[int] = []
+        for location in locations:
+            path = _local_path(self.table, location)
+            if path is None:
+                return None
+            try:
+                sizes.append(os.stat(path).st_size)
+            except OSError:
+                sizes.append(0)
+        return sizes if sum(sizes) >= FORK_MIN_BYTES else None
+
+    def _load_lists_split(
+        self, wanted: list[tuple[str, str]], parents: dict[str, str], progress: Progress
+    ) -> int:
+        """:meth:`_load` of manifest lists, the older half (by bytes) decoded in a forked child.
+
+        The oldest list is decoded here first and the scanner of its schema compiled at once (the read is
+        large, and the child must not compile it again); then the child decodes the older half of the
+        rest."""
+        decode = self._list_decoder(parents)
+        progress.start("reading manifest lists", len(wanted))
+        try:
+            with gc_paused():  # millions of small acyclic objects (core/collector.py)
+                warm = 0
+                while warm < len(wanted) // 2 and not scanners_ready("manifest-list", compile_now=warm > 0):
+                    self._decode_into(wanted[warm : warm + 1], self._lists, decode, progress)
+                    warm += 1
+                rest = wanted[warm:]
+                sizes = self._local_sizes([location for location, _ in rest])
+                if sizes is None:
+                    self._decode_into(rest, self._lists, decode, progress)
+                else:
+                    self._decode_lists_split(rest, sizes, decode, progress)
+        finally:
+            progress.finish()
+        return len(wanted)
+
+    def _decode_lists_split(
+        self,
+        wanted: list[tuple[str, str]],
+        sizes: list[int],
+        decode: Callable[[bytes, str], list[ManifestRef]],
+        progress: Progress,
+    ) -> None:
+        """The child returns, per list, its size and rows, or only its own rows and the parent list they
+        were carried over from (the rest are that list's rows), or that it is missing; the rows are then
+        cached here exactly as a one-process :meth:`_load` caches them."""
+        cut = _half_by_bytes(sizes)
+        older, newer = wanted[:cut], wanted[cut:]
+        known = set(self._lists)
+
+        def child() -> list[tuple[str, int | None, Any]]:
+            cache: dict[str, list[ManifestRef]] = {}
+            self._decode_into(older, cache, decode, NO_PROGRESS)
+            out: list[tuple[str, int | None, Any]] = []
+            for location, referenced_by in older:
+                if location not in cache:
+                    out.append((location, None, referenced_by))
+                    continue
+                rows, carried = cache[location], self.own_rows.get(location)
+                if carried is not None and (carried[0] in cache or carried[0] in known):
+                    out.append((location, self.sizes[location], (rows[: carried[1]], carried[0])))
+                else:
+                    out.append((location, self.sizes[location], rows))
+            return out
+
+        theirs, _ = forked.run_split(child, lambda: self._decode_into(newer, self._lists, decode, progress))
+        for location, size, value in theirs:
+            if size is None:
+                self._missing[location] = MissingMetadataError(location, value)
+            elif isinstance(value, tuple):
+                own, parent = value
+                self._lists[location] = own + self._lists[parent]
+                self.own_rows[location] = (parent, len(own))
+                self.sizes[location] = size
+            else:
+                self._lists[location] = value
+                self.sizes[location] = size
+            progress.advance()
 
     def _get(self, cache: dict[str, Any], location: str, missing_ok: bool, missing: list[str]) -> Any:
         found = cache.get(location)
@@ -288,9 +390,13 @@ class ReachabilityReader:
                 parent = list_of.get(parent_id) if parent_id is not None else None
                 if parent:
                     parents[location] = parent
-        self.lists_read += self._load(
-            list(wanted.items()), self._lists, self._list_decoder(parents), "reading manifest lists", progress
-        )
+        pairs = list(wanted.items())
+        if self._local_sizes([location for location, _ in pairs]) is not None:
+            self.lists_read += self._load_lists_split(pairs, parents, progress)
+        else:
+            self.lists_read += self._load(
+                pairs, self._lists, self._list_decoder(parents), "reading manifest lists", progress
+            )
         sink = [] if missing is None else missing
         return [self._get(self._lists, s.manifest_list, missing_ok, sink) for s in snapshots]
 
@@ -339,15 +445,43 @@ class ReachabilityReader:
                         yield m, [ref.path for ref in rows]
                         progress.advance()
                     return
-                fetched = self._map(lambda m: self._fetch(m.path, _referenced_by(m)), todo)
-                for m, data in zip(todo, fetched, strict=True):
-                    if isinstance(data, MissingMetadataError):
-                        raise data
+                if self._local_sizes([m.path for m in todo]) is not None:
+                    # One manifest here, its schema's scanner compiled at once (the read is large, and the
+                    # child must not compile it again), then half of the rest in a forked child.
+                    warm = 0
+                    while warm < len(todo) // 2 and not scanners_ready("manifest", compile_now=warm > 0):
+                        for m, paths in self._live_paths(todo[warm : warm + 1]):
+                            self.manifests_read += 1
+                            yield m, paths
+                            progress.advance()
+                        warm += 1
+                    rest = todo[warm:]
+                    sizes = self._local_sizes([m.path for m in rest])
+                    if sizes is not None:
+                        cut = _half_by_bytes(sizes)
+                        theirs, mine = forked.run_split(
+                            lambda: [paths for _, paths in self._live_paths(rest[:cut])],
+                            lambda: list(self._live_paths(rest[cut:])),
+                        )
+                        self.manifests_read += len(rest)
+                        for m, paths in (*zip(rest[:cut], theirs, strict=True), *mine):
+                            yield m, paths
+                            progress.advance()
+                        return
+                    todo = rest
+                for m, paths in self._live_paths(todo):
                     self.manifests_read += 1
-                    yield m, decode_manifest_live_paths(data, m.path)
+                    yield m, paths
                     progress.advance()
         finally:
             progress.finish()
+
+    def _live_paths(self, manifests: Sequence[ManifestRef]) -> Iterator[tuple[ManifestRef, list[str]]]:
+        fetched = self._map(lambda m: self._fetch(m.path, _referenced_by(m)), manifests)
+        for m, data in zip(manifests, fetched, strict=True):
+            if isinstance(data, MissingMetadataError):
+                raise data
+            yield m, decode_manifest_live_paths(data, m.path)
 
     def manifests_of(self, snapshot: Any) -> list[ManifestRef]:
         """The manifest list of one snapshot."""
@@ -372,6 +506,16 @@ class ReachabilityReader:
         )
         sink = [] if missing is None else missing
         return [self._get(self._contents, m.path, missing_ok, sink) for m in manifests]
+
+
+def _half_by_bytes(sizes: Sequence[int]) -> int:
+    """The cut that gives ``sizes[:cut]`` about half of the bytes (at least one item on each side)."""
+    half, total = sum(sizes) / 2, 0
+    for index, size in enumerate(sizes[:-1]):
+        total += size
+        if total >= half:
+            return index + 1
+    return len(sizes) - 1
 
 
 def _referenced_by(manifest: ManifestRef) -> str:

@@ -1,0 +1,213 @@
+"""Half of a large metadata read in a forked child (``core/forked.py``) gives what one process gives.
+
+* ``run_split`` runs the first half in another process, and whenever that child fails (raises, dies,
+  returns what does not pickle) runs the half here instead: the half is never lost, and errors are raised
+  here as a one-process run raises them; a failing second half kills and reaps the child.
+* Forking is refused with another Python thread alive, with ``LAKEFORMAT_DECODE_PROCESSES=1``, and in a
+  forked child.
+* Reachability and orphan cleanup over real pyiceberg tables (branches, tags, deletes, overwrites, schema
+  and spec changes; a chain of fast appends) read the same lists, manifests and paths, record the same
+  carried-over rows and sizes, and raise the same missing and corrupt file errors, split or not.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import threading
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_lakeformat.core import forked
+from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
+from airflow_lakeformat.core.iceberg import reachability, write
+from airflow_lakeformat.core.iceberg.orphans import plan_orphan_cleanup
+from airflow_lakeformat.core.iceberg.reachability import ReachabilityReader, reachable_files
+from tests.iceberg.scenarios import build, create_table, rows
+
+PARENT = os.getpid()
+
+
+def _no_children_left() -> bool:
+    try:
+        os.waitpid(-1, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+# -- run_split -------------------------------------------------------------------------------------
+
+
+def test_the_first_half_runs_in_a_child_process() -> None:
+    theirs, mine = forked.run_split(os.getpid, os.getpid, fork=True)
+    assert mine == PARENT and theirs != PARENT
+    assert _no_children_left()
+
+
+def test_without_a_fork_both_halves_run_here() -> None:
+    assert forked.run_split(os.getpid, lambda: "mine", fork=False) == (PARENT, "mine")
+
+
+def _fails_in_a_child(how: str) -> Any:
+    if os.getpid() == PARENT:
+        return ["done here", PARENT]
+    if how == "raise":
+        raise MissingMetadataError("file:/t/metadata/snap-1.avro", "snapshot 1")
+    if how == "die":
+        os._exit(3)
+    return lambda: None  # does not pickle
+
+
+@pytest.mark.parametrize("how", ["raise", "die", "unpicklable"])
+def test_a_failed_child_half_is_run_here(how: str) -> None:
+    theirs, mine = forked.run_split(lambda: _fails_in_a_child(how), lambda: "mine", fork=True)
+    assert theirs == ["done here", PARENT] and mine == "mine"
+    assert _no_children_left()
+
+
+def test_a_failing_parent_half_kills_and_reaps_the_child() -> None:
+    def slow_child() -> int:
+        threading.Event().wait(30)
+        return 1
+
+    def failing() -> None:
+        raise CorruptMetadataError("file:/t/metadata/m0.avro", "garbage")
+
+    with pytest.raises(CorruptMetadataError, match=r"m0\.avro"):
+        forked.run_split(slow_child, failing, fork=True)
+    assert _no_children_left()
+
+
+def test_forking_is_refused_with_other_python_threads_and_when_switched_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(forked.ENV_PROCESSES, raising=False)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert forked.fork_allowed()
+    monkeypatch.setenv(forked.ENV_PROCESSES, "1")
+    assert not forked.fork_allowed()
+    monkeypatch.delenv(forked.ENV_PROCESSES)
+    monkeypatch.setattr(threading, "active_count", lambda: 2)
+    assert not forked.fork_allowed()
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0})
+    assert not forked.fork_allowed()
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(forked, "_in_child", True)
+    assert not forked.fork_allowed()
+
+
+# -- reachability, split or not ------------------------------------------------------------------------
+
+
+@pytest.fixture
+def forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Split every local read of two or more files; returns the pids of the children forked."""
+    children: list[int] = []
+    real_fork = os.fork
+
+    def counting_fork() -> int:
+        pid = real_fork()
+        if pid:
+            children.append(pid)
+        return pid
+
+    monkeypatch.setattr(reachability, "FORK_MIN_BYTES", 0)
+    monkeypatch.setattr(forked, "fork_allowed", lambda: not forked._in_child)
+    monkeypatch.setattr(os, "fork", counting_fork)
+    return children
+
+
+def _read(table: Any) -> tuple[ReachabilityReader, Any]:
+    reader = ReachabilityReader(table)
+    snapshots = table.metadata.snapshots
+    found = reachable_files(table, snapshots, reader=reader, read_content=False)
+    live = {m: paths for m, paths in reader.live_paths_of(list(found.manifests.values()))}
+    return reader, (found.all_paths(), {m.path: sorted(p) for m, p in live.items()})
+
+
+def _state(reader: ReachabilityReader) -> Any:
+    return (reader._lists, reader.sizes, reader.lists_read, reader.manifests_read)
+
+
+def _fast_append_chain(tmp_path: Path, commits: int) -> Any:
+    table = create_table("hadoop", 2, tmp_path)
+    for i in range(commits):
+        write.append(table, rows([i], f"c{i % 3}", datetime.date(2024, 1, 1 + i % 28)))
+    return table
+
+
+@pytest.mark.parametrize("shape", ["scenario", "fast-appends"])
+def test_a_split_read_is_the_one_process_read(
+    shape: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    table = build("hadoop", 2, tmp_path).table if shape == "scenario" else _fast_append_chain(tmp_path, 24)
+    split_reader, split = _read(table)
+    assert len(forks) == 2, "the lists and the manifests were each read half in a child"
+    monkeypatch.setattr(forked, "fork_allowed", lambda: False)
+    one_reader, one = _read(table)
+    assert split == one
+    assert _state(split_reader) == _state(one_reader)
+    # Rows carried over from a parent list are the same; a list whose parent list the other process
+    # decoded is decoded whole (in a chain of fast appends, only the first list after the cut).
+    carried, one_carried = split_reader.own_rows, one_reader.own_rows
+    assert carried.items() <= one_carried.items()
+    if shape == "fast-appends":
+        assert len(one_carried) - len(carried) == 1
+    if shape == "fast-appends":
+        assert len(split_reader.own_rows) >= 20, (
+            "lists on both sides of the cut were decoded as new rows only"
+        )
+
+
+def test_orphan_cleanup_plans_the_same_split_or_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    scenario = build("hadoop", 2, tmp_path)
+    table = scenario.table
+    orphan = Path(table.metadata.location.removeprefix("file:")) / "data" / "orphan.parquet"
+    orphan.write_bytes(b"x")
+    os.utime(orphan, (1e9, 1e9))
+    split = plan_orphan_cleanup(table, older_than=timedelta(days=1))
+    assert forks
+    monkeypatch.setattr(forked, "fork_allowed", lambda: False)
+    one = plan_orphan_cleanup(table, older_than=timedelta(days=1))
+    assert [r.path for r in split.orphans] == [r.path for r in one.orphans] == [str(orphan)]
+    assert split.to_json(sample_limit=0) == one.to_json(sample_limit=0)
+
+
+def _old_manifest_list(table: Any) -> Path:
+    oldest = min(table.metadata.snapshots, key=lambda s: s.sequence_number)
+    return Path(oldest.manifest_list.removeprefix("file:"))
+
+
+def test_a_missing_list_in_the_childs_half_is_missing_as_in_one_process(
+    tmp_path: Path, forks: list[int]
+) -> None:
+    table = _fast_append_chain(tmp_path, 12)
+    gone = _old_manifest_list(table)
+    gone.unlink()
+    with pytest.raises(MissingMetadataError, match=gone.name):
+        reachable_files(table, table.metadata.snapshots, reader=ReachabilityReader(table))
+    found = reachable_files(
+        table, table.metadata.snapshots, reader=ReachabilityReader(table), missing_ok=True
+    )
+    assert [m.removeprefix("file:") for m in found.missing] == [str(gone)]
+    assert forks
+
+
+def test_a_corrupt_manifest_in_the_childs_half_is_refused_here(tmp_path: Path, forks: list[int]) -> None:
+    table = _fast_append_chain(tmp_path, 12)
+    reader = ReachabilityReader(table)
+    found = reachable_files(table, table.metadata.snapshots, reader=reader, read_content=False)
+    manifests = list(found.manifests.values())
+    broken = Path(manifests[len(manifests) // 4].path.removeprefix("file:"))  # in the child's half
+    broken.write_bytes(broken.read_bytes()[:-40] + b"\x00" * 40)
+    with pytest.raises(CorruptMetadataError, match=broken.name):
+        list(ReachabilityReader(table).live_paths_of(manifests))
+    assert forks
