@@ -15,6 +15,7 @@ from __future__ import annotations
 import datetime
 import os
 import threading
+from collections.abc import Iterable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -123,12 +124,28 @@ def forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return children
 
 
+class Paths:
+    """A path sink that keeps every path given, grouped or not."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def add_all(self, locations: Iterable[str]) -> int:
+        before = len(self.paths)
+        self.paths.extend(locations)
+        return len(self.paths) - before
+
+    def add_grouped(self, groups: Iterable[tuple[str, str]]) -> int:
+        return self.add_all(d + name for d, joined in groups for name in joined.split("\0"))
+
+
 def _read(table: Any) -> tuple[ReachabilityReader, Any]:
     reader = ReachabilityReader(table)
     snapshots = table.metadata.snapshots
     found = reachable_files(table, snapshots, reader=reader, read_content=False)
-    live = {m: paths for m, paths in reader.live_paths_of(list(found.manifests.values()))}
-    return reader, (found.all_paths(), {m.path: sorted(p) for m, p in live.items()})
+    live = Paths()
+    reader.add_live_paths(list(found.manifests.values()), live)
+    return reader, (found.all_paths(), sorted(live.paths))
 
 
 def _state(reader: ReachabilityReader) -> Any:
@@ -209,5 +226,5 @@ def test_a_corrupt_manifest_in_the_childs_half_is_refused_here(tmp_path: Path, f
     broken = Path(manifests[len(manifests) // 4].path.removeprefix("file:"))  # in the child's half
     broken.write_bytes(broken.read_bytes()[:-40] + b"\x00" * 40)
     with pytest.raises(CorruptMetadataError, match=broken.name):
-        list(ReachabilityReader(table).live_paths_of(manifests))
+        ReachabilityReader(table).add_live_paths(manifests, Paths())
     assert forks

@@ -277,6 +277,40 @@ def test_a_directory_is_resolved_once_across_many_add_all_calls(monkeypatch: pyt
 # -- the local name listing ----------------------------------------------------------------------
 
 
+def test_names_added_by_directory_are_the_locations_added_one_by_one() -> None:
+    """``add_grouped`` (the forked child's paths, grouped by directory) gives the set ``add`` gives, with
+    names held before under another spelling, duplicates, special names and directories not in normal form."""
+    normaliser = LocationNormaliser(equal_authorities={"nn1:8020": "ns"})
+    one, grouped = ValidLocations(normaliser), ValidLocations(normaliser)
+    first = LOCATIONS[::2]
+    for location in first:
+        one.add(location)
+    grouped.add_all(first)  # held before: the group below adds spellings to some of these names
+    by_directory: dict[str, list[str]] = {}
+    later = [*LOCATIONS, "s3://bucket/wh/t/data/a.parquet", "s3://bucket/wh/t/data/new.parquet"]
+    for location in later:
+        cut = location.rfind("/") + 1
+        by_directory.setdefault(location[:cut], []).append(location[cut:])
+        one.add(location)
+    given = grouped.add_grouped([(d, "\0".join(names)) for d, names in by_directory.items()])
+    assert given == len(later)
+    assert len(one) == len(grouped)
+    paths = {normaliser.parse(location).path for location in later} | {"/wh/t/data/zz.parquet"}
+    for path in paths:
+        assert (path in one) == (path in grouped), path
+        assert one.prefixes_of(path) == grouped.prefixes_of(path), path
+        for scheme, authority in [
+            ("s3", "bucket"),
+            ("s3", "other"),
+            ("file", None),
+            (None, None),
+            ("hdfs", "ns"),
+        ]:
+            uri = FileURI(scheme, authority, path)
+            assert one.classify(uri) == grouped.classify(uri), (path, scheme, authority)
+    assert {("s3", "bucket"), ("s3", "other")} <= set(grouped.prefixes_of("/wh/t/data/a.parquet"))
+
+
 def _touch(path: Path, age_days: float) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b"x")

@@ -187,6 +187,9 @@ def split_dir(path: str) -> tuple[str, str]:
     return path[:cut], path[cut:]
 
 
+_SPECIAL_NAMES = frozenset(("", ".", ".."))
+
+
 class ValidLocations:
     """The valid set, indexed by normalised path, each path with the (scheme, authority) pairs it was seen with.
 
@@ -275,6 +278,41 @@ class ValidLocations:
                     current.add(prefix)
                 else:
                     names[name] = {current, prefix}
+        return count
+
+    def add_grouped(self, groups: Iterable[tuple[str, str]]) -> int:
+        """:meth:`add_all` of ``directory + name`` for every name of each group, given as (directory part
+        with its trailing ``/``, names joined with NUL); returns how many names were given.
+
+        A directory in normal form takes its new names in one bulk insert (a set difference against the
+        names it holds); names it already held get this spelling added one by one, as :meth:`add_all`
+        does. A directory not in normal form, or names with ``""``, ``.`` or ``..``, go through
+        :meth:`add_all`."""
+        count = 0
+        resolved = self._resolved
+        for directory, joined in groups:
+            names = joined.split("\0")
+            count += len(names)
+            try:
+                found = resolved[directory]
+            except KeyError:
+                found = resolved[directory] = self._resolve_directory(directory)
+            unique = set(names)
+            if found is None or not unique.isdisjoint(_SPECIAL_NAMES):
+                self.add_all([directory + name for name in names])
+                continue
+            held, prefix = found
+            fresh = unique.difference(held)
+            if len(fresh) < len(unique):  # names held before: add this spelling to theirs
+                for name in unique.difference(fresh):
+                    current = held[name]
+                    if current is not prefix and current != prefix:
+                        if isinstance(current, set):
+                            current.add(prefix)
+                        else:
+                            held[name] = {current, prefix}
+            held.update(dict.fromkeys(fresh, prefix))
+            self._count += len(fresh)
         return count
 
     def _resolve_directory(self, directory: str) -> tuple[dict[str, Prefix | set[Prefix]], Prefix] | None:

@@ -14,7 +14,7 @@ Every snapshot of every ref is in ``snapshots``, so "all snapshots" covers branc
 
 The snapshots are read with :func:`~airflow_lakeformat.core.iceberg.reachability.reachable_files` (shared
 with snapshot expiry: manifest lists, each fast append's list decoded only as far as it is new), and the
-manifests with ``ReachabilityReader.live_paths_of`` (the status and path of each entry, nothing else, and
+manifests with ``ReachabilityReader.add_live_paths`` (the status and path of each entry, nothing else, and
 nothing kept after its paths are in the set). :func:`collect_valid` folds one metadata version into a :class:`ValidSet` and can be
 called again after a re-load: it only reads snapshots it has not seen and manifests it has not read (one
 ``ReachabilityReader`` per run: each manifest list and manifest is read once), which is how execution
@@ -170,10 +170,9 @@ def _fold_snapshots(table: IcebergTable, valid: ValidSet, snapshots: list[Any], 
         read_content=False,
         progress=progress,
     )
-    # Only the paths of the live entries, each manifest read once and not kept (``live_paths_of``).
+    # Only the paths of the live entries, each manifest read once and not kept (``add_live_paths``).
     before = len(valid.locations)
-    for _, paths in valid.reader.live_paths_of(list(reached.manifests.values()), progress):
-        valid.locations.add_all(paths)
+    valid.reader.add_live_paths(list(reached.manifests.values()), valid.locations, progress)
     valid.content_files += len(valid.locations) - before
     valid.add_all(reached.manifest_lists)
     valid.manifest_lists.update(reached.manifest_lists)

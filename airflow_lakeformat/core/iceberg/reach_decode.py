@@ -152,6 +152,7 @@ class _Plan:
         self.compiled = False
         self.limits = SMALL_LIMITS
         self.fell_back = 0  # records the pattern of SMALL_LIMITS left to fastavro
+        self.writer: Any = None  # the parsed writer schema, for fastavro's record-by-record decode
         self.lock = threading.Lock()
 
     def scanner_for(self, records: int) -> avro_scan.FieldScanner | None:
@@ -489,6 +490,11 @@ def decode_manifest_list_shared(data: bytes, location: str, parent: SharedList |
     data starts; the parent's rows (decoded exactly from those very bytes) follow. Otherwise, or when the
     blocks do not end on record boundaries, the whole list is decoded as :func:`decode_manifest_list` does.
 
+    Rows are decoded by the schema's scanner once it is compiled, and before that by fastavro record by
+    record (its position after each record gives the record boundaries): a chain of fast appends decodes
+    about one row per list, so it never pays for compiling a scanner; only rows actually decoded count
+    towards :data:`SCAN_AFTER_RECORDS`.
+
     Args:
         data: The file's bytes.
         location: Its location, named in errors.
@@ -501,38 +507,52 @@ def decode_manifest_list_shared(data: bytes, location: str, parent: SharedList |
         container = split(data)
         plan = _LIST_PLANS.get(container.schema_json)
         with plan.lock:
-            total = sum(count for count, _ in container.blocks)
-            scanner = plan.scanner_for(total)
-            if scanner is not None and scanner.pattern is not None:
-                pattern = scanner.pattern
-                convert = _converter(plan, _list_converter, pattern)
-                payloads = payloads_of(container)
-                payload = payloads[0][1] if len(payloads) == 1 else b"".join(b for _, b in payloads)
-                size = len(payload)
-                if (
-                    parent is not None
-                    and parent.payload is not None
-                    and parent.from_end is not None
-                    and parent.schema_json == container.schema_json
-                ):
-                    head, head_count = size - len(parent.payload), total - len(parent.rows)
-                    if head >= 0 and head_count >= 0 and payload.endswith(parent.payload):
-                        matches, pos = pattern.scan(payload[:head], head_count)
-                        if len(matches) == head_count and pos == head:
-                            from_end = [size - m.end() for m in matches] + parent.from_end
-                            if _aligned(from_end, payloads, size):
-                                rows = [convert(m) for m in matches] + parent.rows
-                                return SharedList(rows, payload, from_end, head_count, container.schema_json)
-                whole = scan_whole(pattern, payloads)
-                if whole is not None:
-                    matches = whole[0]
-                    rows = list(map(convert, matches))
-                    ends = [size - m.end() for m in matches]
-                    return SharedList(rows, payload, ends, len(rows), container.schema_json)
+            payloads = payloads_of(container)
+            payload = payloads[0][1] if len(payloads) == 1 else b"".join(b for _, b in payloads)
+            size, total = len(payload), sum(count for count, _ in payloads)
+            if (
+                parent is not None
+                and parent.payload is not None
+                and parent.from_end is not None
+                and parent.schema_json == container.schema_json
+            ):
+                head, head_count = size - len(parent.payload), total - len(parent.rows)
+                if head >= 0 and head_count >= 0 and payload.endswith(parent.payload):
+                    new = _decode_rows(plan, payload[:head], head_count)
+                    if new is not None:
+                        from_end = [size - end for end in new[1]] + parent.from_end
+                        if _aligned(from_end, payloads, size):
+                            rows = new[0] + parent.rows
+                            return SharedList(rows, payload, from_end, head_count, container.schema_json)
+            whole = _decode_rows(plan, payload, total)
+            if whole is not None:
+                from_end = [size - end for end in whole[1]]
+                if _aligned(from_end, payloads, size):
+                    return SharedList(whole[0], payload, from_end, total, container.schema_json)
     except _FAST_PATH_ERRORS:
         pass
     rows = decode_manifest_list(data, location)
     return SharedList(rows, None, None, len(rows))
+
+
+def _decode_rows(plan: _Plan, data: bytes, count: int) -> tuple[list[ManifestRef], list[int]] | None:
+    """``count`` manifest-list rows decoded from ``data`` (blocks' data, joined) and where each ends, or
+    None unless they fill it exactly. Called under ``plan.lock``."""
+    scanner = plan.scanner_for(count)
+    if scanner is not None and scanner.pattern is not None:
+        convert = _converter(plan, _list_converter, scanner.pattern)
+        matches, pos = scanner.pattern.scan(data, count)
+        if len(matches) != count or pos != len(data):
+            return None
+        return [convert(m) for m in matches], [m.end() for m in matches]
+    if plan.writer is None:
+        plan.writer = fastavro.parse_schema(json.loads(plan.schema_json))
+    stream, read = io.BytesIO(data), fastavro.schemaless_reader
+    rows, ends = [], []
+    for _ in range(count):
+        rows.append(_list_ref_of_record(plan, read(stream, plan.writer, None)))  # type: ignore[arg-type]
+        ends.append(stream.tell())
+    return (rows, ends) if stream.tell() == len(data) else None
 
 
 # -- the reference decode (fastavro over the whole file) -----------------------------------------

@@ -67,11 +67,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.collector import gc_paused
-from airflow_lakeformat.core.errors import MissingMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.errors import LakeformatError, MissingMetadataError, UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.location import split_location
 from airflow_lakeformat.core.iceberg.reach_decode import (
     CONTENT_KINDS,
@@ -89,12 +89,21 @@ from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 T = TypeVar("T")
 _SHARED_LISTS = 8  # decoded manifest lists kept for their children (fast appends carry their rows over)
+_CHILD_SHARE_WHILE_COMPILING = 0.6  # of a split list read's bytes, when this process compiles a scanner too
 # Local files of at least this many bytes in one call are decoded half in a forked child (core/forked.py):
 # below it the fork (about 10 ms) costs more than the second core gives.
 FORK_MIN_BYTES = 8 << 20
 # A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
 # MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
 Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
+
+
+class PathSink(Protocol):
+    """Where :meth:`ReachabilityReader.add_live_paths` puts paths (a ``ValidLocations``)."""
+
+    def add_all(self, locations: Iterable[str]) -> int: ...
+
+    def add_grouped(self, groups: Iterable[tuple[str, str]]) -> int: ...
 
 
 @dataclass
@@ -281,27 +290,14 @@ class ReachabilityReader:
         return sizes if sum(sizes) >= FORK_MIN_BYTES else None
 
     def _load_lists_split(
-        self, wanted: list[tuple[str, str]], parents: dict[str, str], progress: Progress
+        self, wanted: list[tuple[str, str]], parents: dict[str, str], sizes: list[int], progress: Progress
     ) -> int:
-        """:meth:`_load` of manifest lists, the older half (by bytes) decoded in a forked child.
-
-        The oldest list is decoded here first and the scanner of its schema compiled at once (the read is
-        large, and the child must not compile it again); then the child decodes the older half of the
-        rest."""
-        decode = self._list_decoder(parents)
+        """:meth:`_load` of manifest lists, the older half (by bytes) decoded in a forked child (the rows new
+        in each list of a fast-append chain are decoded by fastavro: no scanner is compiled twice)."""
         progress.start("reading manifest lists", len(wanted))
         try:
             with gc_paused():  # millions of small acyclic objects (core/collector.py)
-                warm = 0
-                while warm < len(wanted) // 2 and not scanners_ready("manifest-list", compile_now=warm > 0):
-                    self._decode_into(wanted[warm : warm + 1], self._lists, decode, progress)
-                    warm += 1
-                rest = wanted[warm:]
-                sizes = self._local_sizes([location for location, _ in rest])
-                if sizes is None:
-                    self._decode_into(rest, self._lists, decode, progress)
-                else:
-                    self._decode_lists_split(rest, sizes, decode, progress)
+                self._decode_lists_split(wanted, sizes, self._list_decoder(parents), progress)
         finally:
             progress.finish()
         return len(wanted)
@@ -316,9 +312,17 @@ class ReachabilityReader:
         """The child returns, per list, its size and rows, or only its own rows and the parent list they
         were carried over from (the rest are that list's rows), or that it is missing; the rows are then
         cached here exactly as a one-process :meth:`_load` caches them."""
-        cut = _half_by_bytes(sizes)
+        # This process also compiles the manifests' scanner (for the read that follows), so the child
+        # takes more of the lists.
+        compile_manifests = not scanners_ready("manifest")
+        cut = _half_by_bytes(sizes, _CHILD_SHARE_WHILE_COMPILING if compile_manifests else 0.5)
         older, newer = wanted[:cut], wanted[cut:]
         known = set(self._lists)
+
+        def mine() -> None:
+            self._decode_into(newer, self._lists, decode, progress)
+            if compile_manifests:
+                self._compile_manifest_scanner([location for location, _ in reversed(newer)])
 
         def child() -> list[tuple[str, int | None, Any]]:
             cache: dict[str, list[ManifestRef]] = {}
@@ -335,7 +339,7 @@ class ReachabilityReader:
                     out.append((location, self.sizes[location], rows))
             return out
 
-        theirs, _ = forked.run_split(child, lambda: self._decode_into(newer, self._lists, decode, progress))
+        theirs, _ = forked.run_split(child, mine)
         for location, size, value in theirs:
             if size is None:
                 self._missing[location] = MissingMetadataError(location, value)
@@ -391,8 +395,9 @@ class ReachabilityReader:
                 if parent:
                     parents[location] = parent
         pairs = list(wanted.items())
-        if self._local_sizes([location for location, _ in pairs]) is not None:
-            self.lists_read += self._load_lists_split(pairs, parents, progress)
+        sizes = self._local_sizes([location for location, _ in pairs])
+        if sizes is not None:
+            self.lists_read += self._load_lists_split(pairs, parents, sizes, progress)
         else:
             self.lists_read += self._load(
                 pairs, self._lists, self._list_decoder(parents), "reading manifest lists", progress
@@ -417,71 +422,129 @@ class ReachabilityReader:
 
         return decode
 
-    def live_paths_of(self, manifests: Sequence[ManifestRef], progress: Progress = NO_PROGRESS) -> Iterator[
-            tuple[ManifestRef, list[str]]]:  # fmt: skip
-        """(manifest, paths of its live content files) for each distinct manifest, read now and not kept
-        (orphan cleanup reads each manifest once and needs only the paths).
+    def add_live_paths(
+        self, manifests: Sequence[ManifestRef], sink: PathSink, progress: Progress = NO_PROGRESS
+    ) -> None:
+        """Add the paths of the live content files of each distinct manifest to ``sink``, read now and not
+        kept (orphan cleanup reads each manifest once and needs only the paths). A large local read adds
+        this process's half while the forked child decodes the other, whose paths come back grouped by
+        directory (``sink.add_grouped``).
 
         Raises:
-            MissingMetadataError: A manifest does not exist (raised when reached, the rest unread).
+            MissingMetadataError: A manifest does not exist (raised when reached).
             CorruptMetadataError: One cannot be decoded.
         """
         distinct = list({m.path: m for m in manifests}.values())
         if not distinct:
             return
         progress.start("reading manifests", len(distinct))
+
+        def take(m: ManifestRef, paths: list[str]) -> None:
+            sink.add_all(paths)
+            progress.advance()
+
         try:
             with gc_paused():  # millions of small acyclic objects (core/collector.py)
-                cached = [m for m in distinct if m.path in self._contents]
-                for m in cached:
-                    yield m, [ref.path for ref in self._contents[m.path]]
-                    progress.advance()
-                todo = [m for m in distinct if m.path not in self._contents]
+                todo = []
+                for m in distinct:
+                    if m.path in self._contents:
+                        take(m, [ref.path for ref in self._contents[m.path]])
+                    else:
+                        todo.append(m)
                 if self.loader is not None:
                     wanted = [(m.path, _referenced_by(m)) for m in todo]
                     for m, (_, rows) in zip(todo, self.loader("manifest", wanted), strict=True):
                         if isinstance(rows, MissingMetadataError):
                             raise rows
-                        yield m, [ref.path for ref in rows]
-                        progress.advance()
+                        take(m, [ref.path for ref in rows])
                     return
-                if self._local_sizes([m.path for m in todo]) is not None:
-                    # One manifest here, its schema's scanner compiled at once (the read is large, and the
-                    # child must not compile it again), then half of the rest in a forked child.
+                sizes = self._local_sizes([m.path for m in todo])
+                if sizes is not None:
+                    # Unless compiled already (while the lists were read), one manifest here, its schema's
+                    # scanner compiled at once (the child must not compile it again); then the rest split.
                     warm = 0
                     while warm < len(todo) // 2 and not scanners_ready("manifest", compile_now=warm > 0):
-                        for m, paths in self._live_paths(todo[warm : warm + 1]):
-                            self.manifests_read += 1
-                            yield m, paths
-                            progress.advance()
+                        self._add_live_paths(todo[warm : warm + 1], take)
                         warm += 1
-                    rest = todo[warm:]
-                    sizes = self._local_sizes([m.path for m in rest])
-                    if sizes is not None:
-                        cut = _half_by_bytes(sizes)
-                        theirs, mine = forked.run_split(
-                            lambda: [paths for _, paths in self._live_paths(rest[:cut])],
-                            lambda: list(self._live_paths(rest[cut:])),
-                        )
-                        self.manifests_read += len(rest)
-                        for m, paths in (*zip(rest[:cut], theirs, strict=True), *mine):
-                            yield m, paths
-                            progress.advance()
+                    if len(todo) - warm >= 2:
+                        self._add_live_paths_split(todo[warm:], sizes[warm:], take, sink, progress)
                         return
-                    todo = rest
-                for m, paths in self._live_paths(todo):
-                    self.manifests_read += 1
-                    yield m, paths
-                    progress.advance()
+                    todo = todo[warm:]
+                self._add_live_paths(todo, take)
         finally:
             progress.finish()
 
-    def _live_paths(self, manifests: Sequence[ManifestRef]) -> Iterator[tuple[ManifestRef, list[str]]]:
+    def _compile_manifest_scanner(self, lists: Sequence[str]) -> None:
+        """Decode the first manifest of the first of ``lists`` that has one and compile the scanner of its
+        schema now (:func:`scanners_ready`); a failure is left to the read that follows to report."""
+        for location in lists:
+            rows = self._lists.get(location)
+            if rows:
+                try:
+                    decode_manifest_live_paths(self._fetch_or_raise(rows[0]), rows[0].path)
+                except (LakeformatError, OSError):
+                    return
+                scanners_ready("manifest", compile_now=True)
+                return
+
+    def _fetch_or_raise(self, manifest: ManifestRef) -> bytes:
+        data = self._fetch(manifest.path, _referenced_by(manifest))
+        if isinstance(data, MissingMetadataError):
+            raise data
+        return data
+
+    def _add_live_paths(
+        self, manifests: Sequence[ManifestRef], add: Callable[[ManifestRef, list[str]], None]
+    ) -> None:
         fetched = self._map(lambda m: self._fetch(m.path, _referenced_by(m)), manifests)
         for m, data in zip(manifests, fetched, strict=True):
             if isinstance(data, MissingMetadataError):
                 raise data
-            yield m, decode_manifest_live_paths(data, m.path)
+            self.manifests_read += 1
+            add(m, decode_manifest_live_paths(data, m.path))
+
+    def _add_live_paths_split(
+        self,
+        manifests: Sequence[ManifestRef],
+        sizes: list[int],
+        take: Callable[[ManifestRef, list[str]], None],
+        sink: PathSink,
+        progress: Progress,
+    ) -> None:
+        """The older half (by bytes) decoded in a forked child, which sends its paths grouped by directory,
+        each group's names joined with NUL (one string to pickle instead of thousands, and a bulk insert
+        here), and as they are when a name holds a NUL."""
+        cut = _half_by_bytes(sizes)
+        older, newer = manifests[:cut], manifests[cut:]
+
+        def child() -> tuple[list[tuple[str, str]], list[str]]:
+            by_directory: dict[str, list[str]] = {}
+
+            def keep(_: ManifestRef, paths: list[str]) -> None:
+                for path in paths:
+                    cut = path.rfind("/") + 1
+                    names = by_directory.get(path[:cut])
+                    if names is None:
+                        names = by_directory[path[:cut]] = []
+                    names.append(path[cut:])
+
+            self._add_live_paths(older, keep)
+            groups: list[tuple[str, str]] = []
+            plain: list[str] = []
+            for directory, names in by_directory.items():
+                joined = "\0".join(names)
+                if joined.count("\0") == len(names) - 1:
+                    groups.append((directory, joined))
+                else:
+                    plain.extend(directory + name for name in names)
+            return groups, plain
+
+        (groups, plain), _ = forked.run_split(child, lambda: self._add_live_paths(newer, take))
+        self.manifests_read += len(older)
+        sink.add_grouped(groups)
+        sink.add_all(plain)
+        for _ in older:
+            progress.advance()
 
     def manifests_of(self, snapshot: Any) -> list[ManifestRef]:
         """The manifest list of one snapshot."""
@@ -508,9 +571,9 @@ class ReachabilityReader:
         return [self._get(self._contents, m.path, missing_ok, sink) for m in manifests]
 
 
-def _half_by_bytes(sizes: Sequence[int]) -> int:
-    """The cut that gives ``sizes[:cut]`` about half of the bytes (at least one item on each side)."""
-    half, total = sum(sizes) / 2, 0
+def _half_by_bytes(sizes: Sequence[int], share: float = 0.5) -> int:
+    """The cut that gives ``sizes[:cut]`` about ``share`` of the bytes (at least one item on each side)."""
+    half, total = sum(sizes) * share, 0
     for index, size in enumerate(sizes[:-1]):
         total += size
         if total >= half:
