@@ -25,9 +25,9 @@ from typing import Any
 import fastavro
 import pytest
 
-from airflow_lakeformat.core import avro_blocks
+from airflow_lakeformat.core import avro_blocks, forked
 from airflow_lakeformat.core.errors import CorruptMetadataError
-from airflow_lakeformat.core.iceberg import reach_decode, reach_frames
+from airflow_lakeformat.core.iceberg import orphan_listing, reach_decode, reach_frames
 from airflow_lakeformat.core.iceberg.location import FileURI, LocationNormaliser, ValidLocations
 from airflow_lakeformat.core.iceberg.orphan_listing import HiddenFilter, list_local_names, resolve_local_names
 from airflow_lakeformat.core.iceberg.reach_decode import (
@@ -319,7 +319,16 @@ def _touch(path: Path, age_days: float) -> Path:
     return path
 
 
-def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(tmp_path: Path) -> None:
+@pytest.mark.parametrize("split", [False, True], ids=["one-process", "ages-half-in-a-child"])
+def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(
+    tmp_path: Path, split: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    forks: list[int] = []
+    if split:  # every age read is split, the first half read in a forked child
+        real_fork = os.fork
+        monkeypatch.setattr(orphan_listing, "FORKED_LSTAT_MIN", 1)
+        monkeypatch.setattr(forked, "fork_allowed", lambda: True)
+        monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
     root = tmp_path / "t"
     valid_old = _touch(root / "data" / "p=1" / "valid-old.parquet", 10)
     valid_new = _touch(root / "data" / "p=1" / "valid-new.parquet", 0)
@@ -347,6 +356,7 @@ def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(tmp_path:
     orphan_old.unlink()  # gone between the listing and the age read: simply no candidate
     again = resolve_local_names(names, valid, cutoff)
     assert str(orphan_old) not in {c.path for c in again.candidates} and again.files_listed == 5
+    assert len(forks) == (2 if split else 0)
 
 
 # -- reachability over a real table ----------------------------------------------------------------
@@ -370,3 +380,31 @@ def test_shared_list_decoding_reaches_what_each_snapshot_reaches_alone(tmp_path:
         assert reader.manifests_of_many([s for s in snapshots if s.manifest_list == location])[0][own:] == (
             decode_manifest_list(Path(parent.removeprefix("file:")).read_bytes(), parent)
         )
+
+
+def test_the_kind_of_an_orphan_is_its_directorys_unless_under_metadata() -> None:
+    """``classify`` takes an orphan's kind from its directory (once per directory) except under the
+    metadata directory, where the name decides: the same kinds as ``kind_of`` path by path."""
+    from airflow_lakeformat.core.iceberg.orphans import _kind_of_directory, kind_of
+
+    metadata_dir, data_dirs = "/wh/t/metadata", ("/wh/t/data", "/wh/elsewhere/data/")
+    paths = [
+        "/wh/t/metadata/v3.metadata.json",
+        "/wh/t/metadata/snap-1-1-a.avro",
+        "/wh/t/metadata/a-m0.avro",
+        "/wh/t/metadata/stats/x.puffin",
+        "/wh/t/metadata/notes.txt",
+        "/wh/t/data/p=1/a.parquet",
+        "/wh/t/data/a.parquet",
+        "/wh/t/data-old/a.parquet",
+        "/wh/t/metadata-old/snap-1.avro",
+        "/wh/elsewhere/data/q/a.parquet",
+        "/wh/t/other/a.parquet",
+    ]
+    for path in paths:
+        directory = path[: path.rfind("/") + 1]
+        kind = _kind_of_directory(directory, metadata_dir, data_dirs)
+        assert (kind or kind_of(path, metadata_dir, data_dirs)) == kind_of(path, metadata_dir, data_dirs), (
+            path
+        )
+        assert (kind is None) == path.startswith("/wh/t/metadata/"), path

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lakeformat.core.errors import MaintenanceRefusedError
+from airflow_lakeformat.core.forked import run_split
 from airflow_lakeformat.core.iceberg.location import (
     FileURI,
     LocationNormaliser,
@@ -333,6 +334,9 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
     The ``candidates`` count also counts the valid files (``valid_unaged``), whose age was not read, and
     ``tooRecent`` counts only files the valid set lacks (as Paimon's name listing does).
 
+    The names to age are picked first; when they are many (:data:`FORKED_LSTAT_MIN`), the first half is
+    ``lstat``-ed in a forked child while this process does the second (``core/forked.py``).
+
     Args:
         names: the name listing, taken before ``valid`` was read.
         valid: the valid set.
@@ -341,10 +345,9 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
     listing = TreeListing(files_listed=names.files_listed, hidden=names.hidden, requests=names.requests)
     verdict = ValidLocations.verdict
     compatible: dict[int, bool] = {}  # id of a spelling tuple (shared, alive with ``valid``) -> valid here
-    append = listing.candidates.append
-    lstat = os.lstat
     last_ok: Any = object()  # the spelling last found compatible: most names are held under it
-    examined = 0  # names not (compatibly) valid: their age was read
+    examine: list[str] = []  # paths of the names not (compatibly) valid: their age is read
+    add = examine.append
     for directory, joined in names.directories:
         prefix = directory + "/"
         held = valid.names_in(prefix) or {}
@@ -367,19 +370,42 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
                         continue
                 elif verdict(current, "file", None) == "valid":
                     continue
-            examined += 1
-            path = prefix + name
-            try:
-                stat = lstat(path)
-            except FileNotFoundError:
-                listing.files_listed -= 1  # gone since the listing: no candidate
-                continue
-            if stat.st_mtime >= cutoff:
-                listing.too_recent += 1
-            else:
-                append(ListedFile(path, stat.st_size, stat.st_mtime))
-    listing.valid_unaged = names.files_listed - examined
+            add(prefix + name)
+    append = listing.candidates.append
+    for path, age in zip(examine, _ages(examine), strict=True):
+        if age is None:
+            listing.files_listed -= 1  # gone since the listing: no candidate
+        elif age[1] >= cutoff:
+            listing.too_recent += 1
+        else:
+            append(ListedFile(path, age[0], age[1]))
+    listing.valid_unaged = names.files_listed - len(examine)
     return listing
+
+
+FORKED_LSTAT_MIN = 8192  # names to age from which half are lstat-ed in a forked child
+
+
+def _ages(paths: list[str]) -> list[tuple[int, float] | None]:
+    """(size, mtime) of each local path (``lstat``: links are not followed), None for a vanished one."""
+    if len(paths) < FORKED_LSTAT_MIN:
+        return _lstat_all(paths)
+    half = len(paths) // 2
+    first, second = run_split(lambda: _lstat_all(paths[:half]), lambda: _lstat_all(paths[half:]))
+    return first + second
+
+
+def _lstat_all(paths: list[str]) -> list[tuple[int, float] | None]:
+    ages: list[tuple[int, float] | None] = []
+    append, lstat = ages.append, os.lstat
+    for path in paths:
+        try:
+            stat = lstat(path)
+        except FileNotFoundError:
+            append(None)
+        else:
+            append((stat.st_size, stat.st_mtime))
+    return ages
 
 
 def list_subtree(io: FileIO, root: str, subtree: str, cutoff: float, hidden: HiddenFilter) -> TreeListing:

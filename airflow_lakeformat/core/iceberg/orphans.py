@@ -397,16 +397,39 @@ def classify(
     mtimes: dict[str, float] = {}
     mismatches: list[PrefixMismatch] = []
     io = table.io
-    for candidate in sorted(candidates, key=lambda c: c.path):
-        uri = actual_uri(io, candidate.path)
-        verdict = valid.locations.classify(uri)
+    classify_uri = valid.locations.classify
+    kinds: dict[str, str | None] = {}  # directory -> the kind of every orphan in it (None: by its name)
+    for candidate in sorted(candidates, key=_path_of):
+        path = candidate.path
+        uri = actual_uri(io, path)
+        verdict = classify_uri(uri)
         if verdict == "orphan":
-            kind = kind_of(candidate.path, metadata_dir, data_dirs)
-            orphans.append(DeleteRequest(kind, candidate.path, candidate.size))
-            mtimes[candidate.path] = candidate.mtime
+            directory = path[: path.rfind("/") + 1]
+            try:
+                kind = kinds[directory]
+            except KeyError:
+                kind = kinds[directory] = _kind_of_directory(directory, metadata_dir, data_dirs)
+            if kind is None:
+                kind = kind_of(path, metadata_dir, data_dirs)
+            orphans.append(DeleteRequest(kind, path, candidate.size))
+            mtimes[path] = candidate.mtime
         elif verdict == "mismatch":
             mismatches.append(PrefixMismatch(uri.render(), valid.spelling(uri.path)))
     return orphans, mtimes, mismatches
+
+
+def _path_of(candidate: ListedFile) -> str:
+    return candidate.path
+
+
+def _kind_of_directory(directory: str, metadata_dir: str, data_dirs: tuple[str, ...]) -> str | None:
+    """:func:`kind_of` of every file directly in ``directory`` (given with its trailing ``/``), or None
+    under the metadata directory, where the kind depends on the name. A file's path starts with a prefix
+    ending in ``/`` exactly when its directory does (a name holds no ``/``)."""
+    metadata_prefix, data_prefixes = _kind_prefixes(metadata_dir, data_dirs)
+    if directory.startswith(metadata_prefix):
+        return None
+    return "data-file" if data_prefixes and directory.startswith(data_prefixes) else "other-file"
 
 
 def execute_orphan_cleanup(
