@@ -47,6 +47,7 @@ def test_inflate_gives_zlibs_bytes(use_isal: bool, monkeypatch: pytest.MonkeyPat
         for level in (0, 1, 6, 9):
             stream = _deflate(data, level)
             assert avro_blocks.inflate(stream) == data == zlib.decompress(stream, -15)
+            assert avro_blocks.inflate_blocks([(3, stream), (0, stream)]) == [(3, data), (0, data)]
 
 
 @pytest.mark.parametrize("use_isal", [True, False])
@@ -59,3 +60,5 @@ def test_inflate_fails_where_zlib_fails(use_isal: bool, monkeypatch: pytest.Monk
             zlib.decompress(bad, -15)
         with pytest.raises(avro_blocks.INFLATE_ERRORS):
             avro_blocks.inflate(bad)
+        with pytest.raises(avro_blocks.INFLATE_ERRORS):
+            avro_blocks.inflate_blocks([(1, stream), (1, bad)])

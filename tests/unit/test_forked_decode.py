@@ -230,3 +230,54 @@ def test_a_corrupt_manifest_in_the_childs_half_is_refused_here(tmp_path: Path, f
     with pytest.raises(CorruptMetadataError, match=broken.name):
         ReachabilityReader(table).add_live_paths(manifests, Paths())
     assert forks
+
+
+# -- the listing, split or not ------------------------------------------------------------------------
+
+
+def _tree(root: Path) -> None:
+    for p in range(20):
+        for f in range(3):
+            (root / "data" / f"p={p}").mkdir(parents=True, exist_ok=True)
+            (root / "data" / f"p={p}" / f"{f}.parquet").write_bytes(b"x")
+        (root / "data" / f"p={p}" / "_SUCCESS").write_bytes(b"")
+    (root / "metadata").mkdir()
+    (root / "metadata" / "v1.metadata.json").write_bytes(b"{}")
+
+
+def _names(listing: Any) -> Any:
+    found = {(d, n) for d, joined in listing.directories for n in joined.split("\0")}
+    return found, listing.files_listed, listing.hidden, listing.requests
+
+
+@pytest.mark.parametrize("alongside", [False, True], ids=["halves", "child-lists-all"])
+def test_a_split_listing_is_the_one_process_listing(
+    tmp_path: Path, alongside: bool, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+) -> None:
+    from airflow_lakeformat.core.iceberg.orphan_listing import HiddenFilter, list_local_names
+
+    _tree(tmp_path)
+    ran: list[int] = []
+    split = list_local_names(
+        [str(tmp_path)], HiddenFilter(), alongside=(lambda: ran.append(os.getpid())) if alongside else None
+    )
+    assert len(forks) == 1 and ran == ([PARENT] if alongside else [])
+    monkeypatch.setattr(forked, "fork_allowed", lambda: False)
+    one = list_local_names([str(tmp_path)], HiddenFilter())
+    assert _names(split) == _names(one)
+    assert one.files_listed == 61 and one.hidden == 20
+
+
+def test_the_manifest_decoder_is_warmed_only_for_many_manifests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow_lakeformat.core.iceberg import reach_decode
+
+    table = _fast_append_chain(tmp_path, 3)
+    monkeypatch.setattr(reach_decode._MANIFEST_PLANS, "_cache", {})
+    monkeypatch.setattr(reachability, "WARM_MIN_MANIFESTS", 4)
+    assert not reachability.warm_manifest_decoder(table)
+    assert not reach_decode.scanners_ready("manifest")
+    monkeypatch.setattr(reachability, "WARM_MIN_MANIFESTS", 3)
+    assert reachability.warm_manifest_decoder(table)
+    assert reach_decode.scanners_ready("manifest")

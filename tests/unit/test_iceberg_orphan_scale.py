@@ -346,6 +346,8 @@ def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(
     cutoff = time.time() - 86400
     listing = resolve_local_names(names, valid, cutoff)
     assert {c.path for c in listing.candidates} == {str(orphan_old), str(elsewhere), str(in_bucket_dir)}
+    # Absent from the valid set: orphans without a second look-up; the one held under s3 is not.
+    assert listing.unreferenced == {str(orphan_old), str(in_bucket_dir)}
     # The recent valid file was never looked at; the recent orphan was, and is too recent.
     assert listing.too_recent == 1 and listing.files_listed == 6 and listing.hidden == 3
     # ``candidates`` counts the two valid files too (unaged), as a listing with ages counts old ones.
@@ -356,6 +358,7 @@ def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(
     orphan_old.unlink()  # gone between the listing and the age read: simply no candidate
     again = resolve_local_names(names, valid, cutoff)
     assert str(orphan_old) not in {c.path for c in again.candidates} and again.files_listed == 5
+    assert again.unreferenced == {str(in_bucket_dir)}
     assert len(forks) == (2 if split else 0)
 
 

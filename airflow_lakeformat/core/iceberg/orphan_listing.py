@@ -39,8 +39,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.errors import MaintenanceRefusedError
-from airflow_lakeformat.core.forked import run_split
 from airflow_lakeformat.core.iceberg.location import (
     FileURI,
     LocationNormaliser,
@@ -90,9 +90,13 @@ class TreeListing:
     # Files listed by name that the valid set holds (:func:`resolve_local_names`): their age was never
     # read (it decides nothing); ``candidates`` counts them, as a listing with ages counts the old ones.
     valid_unaged: int = 0
+    # Candidates whose name the valid set holds under no spelling in their directory (found by
+    # :func:`resolve_local_names`): orphans without a second look-up.
+    unreferenced: set[str] = field(default_factory=set)
 
     def merge(self, other: TreeListing) -> None:
         self.candidates.extend(other.candidates)
+        self.unreferenced |= other.unreferenced
         self.valid_unaged += other.valid_unaged
         self.files_listed += other.files_listed
         self.hidden += other.hidden
@@ -287,44 +291,84 @@ class NameListing:
     requests: int = 0
 
 
-def list_local_names(roots: Sequence[str], hidden: HiddenFilter) -> NameListing:
+def list_local_names(
+    roots: Sequence[str], hidden: HiddenFilter, alongside: Callable[[], object] | None = None
+) -> NameListing:
     """Every non-hidden file name under the local ``roots`` (``os.scandir``, no ``stat``, no symlinks followed).
+
+    The tree is walked breadth first until :data:`FORKED_LISTING_MIN_DIRECTORIES` directories wait to be
+    listed; then every other one of them (with everything below it) is listed in a forked child while this
+    process lists the rest (``core/forked.py``), or the child lists them all while this process runs
+    ``alongside``. A small tree is listed here alone (and ``alongside`` is not run).
 
     Args:
         roots: normalised local directory paths.
         hidden: the hidden-path filter.
+        alongside: work for this process while a forked child lists (e.g. preparing the decoders).
 
     Example:
         >>> listing = list_local_names(["/wh/t"], HiddenFilter())  # doctest: +SKIP
     """
     listing = NameListing()
-    is_hidden = hidden.is_hidden_name
+    waiting = list(roots)
+    while waiting and len(waiting) < FORKED_LISTING_MIN_DIRECTORIES:
+        waiting.extend(_list_directory(waiting.pop(0), hidden, listing))
+    if not waiting:
+        return listing
+    if alongside is not None and forked.fork_allowed():
+        theirs, _ = forked.run_split(
+            lambda: _list_trees(waiting, hidden, NameListing()), alongside, fork=True
+        )
+    else:
+        theirs, _ = forked.run_split(
+            lambda: _list_trees(waiting[::2], hidden, NameListing()),
+            lambda: _list_trees(waiting[1::2], hidden, listing),
+        )
+    listing.directories += theirs.directories
+    listing.files_listed += theirs.files_listed
+    listing.hidden += theirs.hidden
+    listing.requests += theirs.requests
+    return listing
+
+
+FORKED_LISTING_MIN_DIRECTORIES = 16  # directories waiting to be listed from which half go to a forked child
+
+
+def _list_trees(roots: Sequence[str], hidden: HiddenFilter, listing: NameListing) -> NameListing:
+    """Every file name under ``roots`` (depth first), added to ``listing``."""
     for root in roots:
         stack = [root]
         while stack:
-            directory = stack.pop()
-            listing.requests += 1
-            names: list[str] = []
-            try:
-                with os.scandir(directory) as entries:
-                    for entry in entries:
-                        name = entry.name
-                        if name[:1] in ("_", ".") and is_hidden(name):
-                            listing.hidden += 1
-                            continue
-                        try:
-                            if entry.is_dir(follow_symlinks=False):
-                                stack.append(entry.path)
-                                continue
-                        except OSError:
-                            continue  # removed while we listed
-                        names.append(name)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            if names:
-                listing.files_listed += len(names)
-                listing.directories.append((directory, "\0".join(names)))
+            stack.extend(_list_directory(stack.pop(), hidden, listing))
     return listing
+
+
+def _list_directory(directory: str, hidden: HiddenFilter, listing: NameListing) -> list[str]:
+    """Add the non-hidden file names of one directory to ``listing``; returns its subdirectories."""
+    is_hidden = hidden.is_hidden_name
+    listing.requests += 1
+    names: list[str] = []
+    subdirectories: list[str] = []
+    try:
+        with os.scandir(directory) as entries:
+            for entry in entries:
+                name = entry.name
+                if name[:1] in ("_", ".") and is_hidden(name):
+                    listing.hidden += 1
+                    continue
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        subdirectories.append(entry.path)
+                        continue
+                except OSError:
+                    continue  # removed while we listed
+                names.append(name)
+    except (FileNotFoundError, NotADirectoryError):
+        return subdirectories
+    if names:
+        listing.files_listed += len(names)
+        listing.directories.append((directory, "\0".join(names)))
+    return subdirectories
 
 
 def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float) -> TreeListing:
@@ -347,6 +391,7 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
     compatible: dict[int, bool] = {}  # id of a spelling tuple (shared, alive with ``valid``) -> valid here
     last_ok: Any = object()  # the spelling last found compatible: most names are held under it
     examine: list[str] = []  # paths of the names not (compatibly) valid: their age is read
+    absent: set[str] = set()  # those of them the valid set does not hold at all
     add = examine.append
     for directory, joined in names.directories:
         prefix = directory + "/"
@@ -370,7 +415,10 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
                         continue
                 elif verdict(current, "file", None) == "valid":
                     continue
-            add(prefix + name)
+                add(prefix + name)
+            else:
+                add(prefix + name)
+                absent.add(examine[-1])
     append = listing.candidates.append
     for path, age in zip(examine, _ages(examine), strict=True):
         if age is None:
@@ -379,7 +427,10 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
             listing.too_recent += 1
         else:
             append(ListedFile(path, age[0], age[1]))
+            continue
+        absent.discard(path)
     listing.valid_unaged = names.files_listed - len(examine)
+    listing.unreferenced = absent
     return listing
 
 
@@ -391,7 +442,7 @@ def _ages(paths: list[str]) -> list[tuple[int, float] | None]:
     if len(paths) < FORKED_LSTAT_MIN:
         return _lstat_all(paths)
     half = len(paths) // 2
-    first, second = run_split(lambda: _lstat_all(paths[:half]), lambda: _lstat_all(paths[half:]))
+    first, second = forked.run_split(lambda: _lstat_all(paths[:half]), lambda: _lstat_all(paths[half:]))
     return first + second
 
 

@@ -43,7 +43,7 @@ import functools
 import json
 import posixpath
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any
@@ -68,6 +68,7 @@ from airflow_lakeformat.core.iceberg.orphan_listing import (
     resolve_local_names,
 )
 from airflow_lakeformat.core.iceberg.orphan_valid import ValidSet, collect_valid, refresh_if_changed
+from airflow_lakeformat.core.iceberg.reachability import warm_manifest_decoder
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.results import summary
@@ -317,7 +318,11 @@ def plan_orphan_cleanup(
     try:
         if table.io.is_local:  # by name: ages are read afterwards, only of files the valid set lacks
             with gc_paused():
-                names = list_local_names([r.path for r in roots], hidden)
+                # A forked child lists a large tree while this process compiles the manifests' decoder
+                # (nothing it reads enters the valid set, which is read whole after the listing).
+                names = list_local_names(
+                    [r.path for r in roots], hidden, alongside=lambda: warm_manifest_decoder(table)
+                )
         else:  # the collector stays on around the store's client (core/collector.py)
             listing = list_roots(table.io, roots, cutoff, hidden, _thread_map(table))
     finally:
@@ -335,7 +340,9 @@ def plan_orphan_cleanup(
             listing = resolve_local_names(names, valid.locations, cutoff)
             del names
         data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
-        orphans, mtimes, mismatches = classify(table, valid, listing.candidates, metadata_dir, data_dirs)
+        orphans, mtimes, mismatches = classify(
+            table, valid, listing.candidates, metadata_dir, data_dirs, listing.unreferenced
+        )
     if mismatches and prefix_mismatch == "error":
         raise PrefixMismatchError(table.name, mismatches)
     warnings += plan_warnings(listing, len(orphans), len(mismatches))
@@ -391,8 +398,11 @@ def classify(
     candidates: list[ListedFile],
     metadata_dir: str,
     data_dirs: tuple[str, ...] = (),
+    unreferenced: Collection[str] = (),
 ) -> tuple[list[DeleteRequest], dict[str, float], list[PrefixMismatch]]:
-    """The anti-join: candidates no valid location matches (and the prefix mismatches)."""
+    """The anti-join: candidates no valid location matches (and the prefix mismatches). Candidates in
+    ``unreferenced`` were already found absent from the valid set by the listing's join
+    (:func:`resolve_local_names`) and are not looked up again."""
     orphans: list[DeleteRequest] = []
     mtimes: dict[str, float] = {}
     mismatches: list[PrefixMismatch] = []
@@ -401,8 +411,11 @@ def classify(
     kinds: dict[str, str | None] = {}  # directory -> the kind of every orphan in it (None: by its name)
     for candidate in sorted(candidates, key=_path_of):
         path = candidate.path
-        uri = actual_uri(io, path)
-        verdict = classify_uri(uri)
+        if path in unreferenced:
+            verdict, uri = "orphan", None
+        else:
+            uri = actual_uri(io, path)
+            verdict = classify_uri(uri)
         if verdict == "orphan":
             directory = path[: path.rfind("/") + 1]
             try:
@@ -413,7 +426,7 @@ def classify(
                 kind = kind_of(path, metadata_dir, data_dirs)
             orphans.append(DeleteRequest(kind, path, candidate.size))
             mtimes[path] = candidate.mtime
-        elif verdict == "mismatch":
+        elif verdict == "mismatch" and uri is not None:
             mismatches.append(PrefixMismatch(uri.render(), valid.spelling(uri.path)))
     return orphans, mtimes, mismatches
 

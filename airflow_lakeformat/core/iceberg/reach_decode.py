@@ -535,6 +535,32 @@ def decode_manifest_list_shared(data: bytes, location: str, parent: SharedList |
     return SharedList(rows, None, None, len(rows))
 
 
+def first_of_manifest_list(data: bytes, location: str) -> tuple[int, ManifestRef | None]:
+    """(rows, the first row) of a manifest list, decoding only that row (the row count is the blocks').
+
+    Raises:
+        CorruptMetadataError: Not an Iceberg manifest list, or undecodable.
+    """
+    try:
+        container = split(data)
+        plan = _LIST_PLANS.get(container.schema_json)
+        total = sum(count for count, _ in container.blocks)
+        if not total:
+            return 0, None
+        first = next((block for count, block in container.blocks if count), None)
+        if first is not None:
+            payload = avro_blocks.decompress(container.codec, first)
+            with plan.lock:
+                if plan.writer is None:
+                    plan.writer = fastavro.parse_schema(json.loads(plan.schema_json))
+            record = fastavro.schemaless_reader(io.BytesIO(payload), plan.writer, None)
+            return total, _list_ref_of_record(plan, record)  # type: ignore[arg-type]
+    except _FAST_PATH_ERRORS:
+        pass
+    rows = decode_manifest_list(data, location)
+    return len(rows), rows[0] if rows else None
+
+
 def _decode_rows(plan: _Plan, data: bytes, count: int) -> tuple[list[ManifestRef], list[int]] | None:
     """``count`` manifest-list rows decoded from ``data`` (blocks' data, joined) and where each ends, or
     None unless they fill it exactly. Called under ``plan.lock``."""

@@ -9,7 +9,7 @@ decoding give:
    is cut at its sync markers with one C-level ``bytes.split``; each piece must be exactly a record count,
    a byte size and that many bytes. A piece that is not (a marker's bytes inside a block, a truncated
    file) sends the whole file through ``split_container``.
-2. :func:`payloads_of`: deflate blocks are inflated whole with :func:`avro_blocks.inflate` (ISA-L where
+2. :func:`payloads_of`: deflate blocks are inflated whole with :func:`avro_blocks.inflate_blocks` (ISA-L where
    installed: the manifest lists of a long fast-append history are hundreds of MB inflated); other
    codecs through ``avro_blocks``.
 3. :func:`scan_whole`: the blocks' data joined is matched in one pass, accepted only if the pattern tiles
@@ -106,8 +106,7 @@ def payloads_of(container: avro_blocks.Container) -> list[tuple[int, bytes]]:
     """(record count, decompressed data) of every block (deflate inflated directly: files pyiceberg writes
     hold one block per entry, so the per-block cost counts)."""
     if container.codec == "deflate":
-        inflate = avro_blocks.inflate
-        return [(count, inflate(block)) for count, block in container.blocks]
+        return avro_blocks.inflate_blocks(container.blocks)
     return list(avro_blocks.iter_blocks(container))
 
 

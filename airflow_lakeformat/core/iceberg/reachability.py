@@ -82,6 +82,7 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_list_shared,
     decode_manifest_live_paths,
     decode_manifest_paths,
+    first_of_manifest_list,
     scanners_ready,
 )
 from airflow_lakeformat.core.iceberg.table import IcebergTable
@@ -569,6 +570,36 @@ class ReachabilityReader:
         )
         sink = [] if missing is None else missing
         return [self._get(self._contents, m.path, missing_ok, sink) for m in manifests]
+
+
+WARM_MIN_MANIFESTS = 100  # manifests in the current snapshot from which warm_manifest_decoder compiles
+
+
+def warm_manifest_decoder(table: IcebergTable) -> bool:
+    """Compile the manifests' scanner now, from the schema of one manifest of the current snapshot, when
+    that snapshot has :data:`WARM_MIN_MANIFESTS` manifests or more (a read that large compiles it anyway).
+
+    Orphan cleanup runs this while a forked child lists the table, so the compile costs no time of its
+    own. What is read here (the current manifest list, one manifest) only prepares the decoder and is
+    thrown away: the valid set is read whole after the listing. Any failure is left to that read.
+
+    Returns:
+        Whether the scanner is compiled.
+    """
+    snapshot = table.metadata.current_snapshot()
+    if snapshot is None or not snapshot.manifest_list:
+        return False
+    try:
+        location = snapshot.manifest_list
+        count, first = first_of_manifest_list(
+            fetch_metadata_file(table, location, "the current snapshot"), location
+        )
+        if count < WARM_MIN_MANIFESTS or first is None:
+            return False
+        decode_manifest_live_paths(fetch_metadata_file(table, first.path, "a warm-up"), first.path)
+    except (LakeformatError, OSError):
+        return False
+    return scanners_ready("manifest", compile_now=True)
 
 
 def _half_by_bytes(sizes: Sequence[int], share: float = 0.5) -> int:
