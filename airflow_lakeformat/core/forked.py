@@ -1,35 +1,38 @@
-"""Half of a CPU-bound metadata decode in a forked child process, the other half here.
+"""Half of a CPU-bound metadata read in a forked process, the other half here.
 
 Reading the metadata of a table with thousands of snapshots is pure CPU (inflating, scanning), and
 Python's GIL keeps threads from sharing it: a thread that releases the GIL for a short ``inflate`` waits
-up to a switch interval (5 ms) to get it back while another thread runs Python. A forked child starts in
-about 10 ms with everything already imported and compiled (the decoders' scanners), so the second core
-does half of the work.
+up to a switch interval (5 ms) to get it back while another thread runs Python. A forked process starts
+in milliseconds with everything already imported and compiled, so the second core does half of the work.
 
 Algorithm (:func:`run_split`):
 
 1. Only when :func:`fork_allowed`: Linux (``os.fork``), more than one CPU in this process's affinity
-   mask, ``LAKEFORMAT_DECODE_PROCESSES`` not set to ``1``, not inside such a child already, and this is
+   mask, ``LAKEFORMAT_DECODE_PROCESSES`` not set to ``1``, not inside such a process already, and this is
    the only *Python* thread (a lock another Python thread holds at the fork would stay locked in the
    child; threads that are not Python's, such as pyarrow's jemalloc thread, hold none of ours and are
    never used by the child).
-2. The child runs ``child_part()``, pickles its result, writes its length and the bytes to a pipe and
-   leaves with ``os._exit`` (no ``atexit``, no buffers flushed, no finalizers of the parent's objects).
-3. The parent runs ``parent_part()`` meanwhile, then reads the child's result.
-4. **The child's half is never lost**: when the child fails (an exception, a crash, a short or
-   unreadable result, no answer in time), the parent runs ``child_part()`` itself, so errors (a missing
+2. The first half, ``fn(*args)``, runs in the plan's :class:`Helper` when one is open (:func:`helper`:
+   one process forked for a whole plan, which receives ``fn`` and ``args`` pickled; every fork costs the
+   parent a copy-on-write fault on each page it writes afterwards, so one fork beats one per read), else
+   in a child forked for this call. The result comes back pickled through a pipe.
+3. This process runs ``parent_part()`` meanwhile, then reads the result.
+4. **The first half is never lost**: when the other process fails (an exception, a crash, a short or
+   unreadable result, no answer in time), this process runs ``fn(*args)`` itself, so errors (a missing
    or corrupt file) are raised here exactly as a one-process run raises them. A failure of
-   ``parent_part()`` kills the child and is raised.
+   ``parent_part()`` stops a per-call child (a helper is closed with its plan) and is raised.
 
 Example::
 
-    first, second = run_split(lambda: decode(files[:k]), lambda: decode(files[k:]))
+    with helper({"table": table}):
+        first, second = run_split(decode, (files[:k],), lambda: decode(files[k:]))
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import gc
 import os
 import pickle
 import select
@@ -38,16 +41,18 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 A = TypeVar("A")
 B = TypeVar("B")
 
 ENV_PROCESSES = "LAKEFORMAT_DECODE_PROCESSES"
 PIPE_SIZE = 1 << 20  # the largest pipe an unprivileged process may ask for by default (pipe-max-size)
-CHILD_TIMEOUT_FLOOR = 60.0  # seconds the parent waits for the child beyond its own half, at least
-_in_child = False  # set in a forked child: it never forks again
+CHILD_TIMEOUT_FLOOR = 60.0  # seconds the parent waits for the other half beyond its own, at least
+_in_child = False  # set in a forked process: it never forks again
+_helper: Helper | None = None  # the open helper of this process's plan
+_context: dict[str, Any] = {}  # what the open helper was forked with (read there by task functions)
 
 
 def fork_allowed() -> bool:
@@ -61,13 +66,45 @@ def fork_allowed() -> bool:
     return threading.active_count() == 1
 
 
-def _read_exactly(fd: int, size: int, deadline: float) -> bytes | None:
+def helper_open() -> bool:
+    """Whether a :class:`Helper` is open (and alive) in this process."""
+    return _helper is not None and _helper.alive
+
+
+def context() -> dict[str, Any]:
+    """What the open helper was forked with (``helper(context)``), in the helper and here."""
+    return _context
+
+
+def _pipe() -> tuple[int, int]:
+    read_fd, write_fd = os.pipe()
+    with contextlib.suppress(OSError, AttributeError):  # a larger pipe: fewer round trips for results
+        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+    return read_fd, write_fd
+
+
+def _fork() -> int:
+    with warnings.catch_warnings():
+        # Python 3.12+ warns about fork() with other threads alive; step 1 admits only threads that hold
+        # no lock the child takes (the child never calls into the libraries that own them).
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return os.fork()
+
+
+def _write_message(fd: int, payload: bytes) -> None:
+    view = memoryview(len(payload).to_bytes(8, "little") + payload)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes | None:
     buffer = bytearray(size)
     view, done = memoryview(buffer), 0
     while done < size:
-        wait = deadline - time.monotonic()
-        if wait <= 0 or not select.select([fd], [], [], wait)[0]:
-            return None
+        if deadline is not None:
+            wait = deadline - time.monotonic()
+            if wait <= 0 or not select.select([fd], [], [], wait)[0]:
+                return None
         got = os.readv(fd, [view[done:]])
         if not got:
             return None
@@ -75,20 +112,9 @@ def _read_exactly(fd: int, size: int, deadline: float) -> bytes | None:
     return bytes(buffer)
 
 
-def _child(write_fd: int, child_part: Callable[[], A]) -> None:  # pragma: no cover - runs in the child
-    global _in_child
-    _in_child = True
-    status = 1
-    try:
-        payload = pickle.dumps(child_part(), protocol=pickle.HIGHEST_PROTOCOL)
-        view = memoryview(len(payload).to_bytes(8, "little") + payload)
-        while view:
-            view = view[os.write(write_fd, view) :]
-        status = 0
-    except BaseException:  # any failure: the parent runs this half itself
-        pass
-    finally:
-        os._exit(status)
+def _read_message(fd: int, deadline: float | None) -> bytes | None:
+    header = _read_exactly(fd, 8, deadline)
+    return _read_exactly(fd, int.from_bytes(header, "little"), deadline) if header else None
 
 
 def _reap(pid: int, kill: bool) -> int:
@@ -99,39 +125,176 @@ def _reap(pid: int, kill: bool) -> int:
     return status
 
 
-def run_split(
-    child_part: Callable[[], A], parent_part: Callable[[], B], *, fork: bool | None = None
-) -> tuple[A, B]:
-    """``(child_part(), parent_part())``, the first computed in a forked child when allowed.
+def _deadline(started: float) -> float:
+    return time.monotonic() + max(CHILD_TIMEOUT_FLOOR, 20 * (time.monotonic() - started))
+
+
+class Helper:
+    """One process forked for a whole plan, running the first half of each :func:`run_split`.
+
+    Requests are ``(fn, args)`` pickled (``fn`` a module-level function); replies ``("ok", result)`` or
+    ``("failed", None)``. A helper that fails to answer is killed, and the rest runs here.
+    """
+
+    def __init__(self) -> None:
+        self.answered = 0  # tasks the helper did (the rest ran here)
+        request_read, self._requests = _pipe()
+        self._replies, reply_write = _pipe()
+        self.pid: int | None = _fork()
+        if self.pid == 0:  # pragma: no cover - the helper (coverage does not follow it)
+            os.close(self._requests)
+            os.close(self._replies)
+            _serve(request_read, reply_write)
+        os.close(request_read)
+        os.close(reply_write)
+
+    @property
+    def alive(self) -> bool:
+        return self.pid is not None
+
+    def call(self, fn: Callable[..., A], args: tuple[Any, ...], parent_part: Callable[[], B]) -> tuple[A, B]:
+        """``(fn(*args), parent_part())``, the first in the helper (module docstring, steps 2 to 4)."""
+        try:
+            request = pickle.dumps((fn, args), protocol=pickle.HIGHEST_PROTOCOL)
+        except Exception:  # not picklable (a lambda): run it here
+            return fn(*args), parent_part()
+        try:
+            _write_message(self._requests, request)
+        except OSError:
+            self.close(kill=True)
+            return fn(*args), parent_part()
+        started = time.monotonic()
+        try:
+            mine = parent_part()
+        except BaseException:
+            self.close(kill=True)  # its reply would answer the next request
+            raise
+        reply = _read_message(self._replies, _deadline(started))
+        if reply is None:
+            self.close(kill=True)
+            return fn(*args), mine
+        try:
+            status, value = pickle.loads(reply)  # our own helper's bytes, over a pipe only it holds
+        except Exception:
+            self.close(kill=True)
+            return fn(*args), mine
+        if status != "ok":
+            return fn(*args), mine
+        self.answered += 1
+        return value, mine
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the helper (an empty request ends it) and reap it."""
+        if self.pid is None:
+            return
+        pid, self.pid = self.pid, None
+        if not kill:
+            with contextlib.suppress(OSError):
+                _write_message(self._requests, b"")
+        os.close(self._requests)
+        os.close(self._replies)
+        if not kill:
+            for _ in range(200):  # up to 2 s for it to finish its last request and leave
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    return
+                time.sleep(0.01)
+        _reap(pid, kill=True)
+
+
+def _serve(requests: int, replies: int) -> None:  # pragma: no cover - runs in the helper
+    global _in_child
+    _in_child = True
+    # No cyclic GC here: a collection would walk (and so copy, page by page) the whole heap inherited
+    # from the parent; the tasks allocate acyclic data, freed by reference counting.
+    gc.disable()
+    status = 0
+    try:
+        while True:
+            request = _read_message(requests, None)
+            if not request:  # the plan is over (or the parent is gone)
+                break
+            try:
+                fn, args = pickle.loads(request)
+                reply = ("ok", fn(*args))
+            except BaseException:  # any failure: the parent runs this half itself
+                reply = ("failed", None)
+            try:
+                payload = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
+            except Exception:
+                payload = pickle.dumps(("failed", None))
+            _write_message(replies, payload)
+    except BaseException:
+        status = 1
+    finally:
+        os._exit(status)
+
+
+@contextlib.contextmanager
+def helper(with_context: dict[str, Any] | None = None) -> Iterator[Helper | None]:
+    """Open a :class:`Helper` for the block when :func:`fork_allowed` (else yield None).
 
     Args:
-        child_part: The half to run in the child; its result must pickle. Run here instead when forking
-            is not allowed or the child fails (module docstring, step 4).
+        with_context: Objects the helper's task functions read with :func:`context` (e.g. the table).
+
+    Example::
+
+        with helper({"table": table}):
+            plan = ...  # every run_split in here uses the helper
+    """
+    global _helper, _context
+    if _helper is not None or not fork_allowed():
+        yield None
+        return
+    _context = dict(with_context or {})
+    try:
+        opened = Helper()
+    except OSError:
+        _context = {}
+        yield None
+        return
+    _helper = opened
+    try:
+        yield opened
+    finally:
+        _helper, _context = None, {}
+        opened.close()
+
+
+def run_split(
+    fn: Callable[..., A], args: tuple[Any, ...], parent_part: Callable[[], B], *, fork: bool | None = None
+) -> tuple[A, B]:
+    """``(fn(*args), parent_part())``, the first in another process when allowed (module docstring).
+
+    Args:
+        fn: The first half; run in the open :class:`Helper` it must be a module-level function and its
+            ``args`` must pickle (else it runs here), in a child forked for this call anything goes.
+        args: Its arguments.
         parent_part: The half to run in this process meanwhile.
-        fork: Force (True) or forbid (False) the fork; default :func:`fork_allowed`.
+        fork: True: a child forked for this call (not the helper); False: both halves here; default:
+            the helper if one is open (both here once it died), else a forked child if
+            :func:`fork_allowed`.
 
     Example:
-        >>> run_split(lambda: sum(range(10)), lambda: 2 + 2, fork=False)
+        >>> run_split(sum, (range(10),), lambda: 2 + 2, fork=False)
         (45, 4)
     """
+    if fork is None and _helper is not None:  # a helper that died leaves the rest of its plan here
+        if _helper.alive:
+            return _helper.call(fn, args, parent_part)
+        return fn(*args), parent_part()
     if not (fork_allowed() if fork is None else fork):
-        return child_part(), parent_part()
-    read_fd, write_fd = os.pipe()
-    with contextlib.suppress(OSError, AttributeError):  # a larger pipe: fewer round trips for the result
-        fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, PIPE_SIZE)
+        return fn(*args), parent_part()
+    read_fd, write_fd = _pipe()
     try:
-        with warnings.catch_warnings():
-            # Python 3.12+ warns about fork() with other threads alive; step 1 admits only threads that
-            # hold no lock the child takes (the child never calls into the libraries that own them).
-            warnings.simplefilter("ignore", DeprecationWarning)
-            pid = os.fork()
+        pid = _fork()
     except OSError:
         os.close(read_fd)
         os.close(write_fd)
-        return child_part(), parent_part()
+        return fn(*args), parent_part()
     if pid == 0:  # pragma: no cover - the child (coverage does not follow it)
         os.close(read_fd)
-        _child(write_fd, child_part)
+        _child(write_fd, fn, args)
     os.close(write_fd)
     try:
         started = time.monotonic()
@@ -140,16 +303,28 @@ def run_split(
         except BaseException:
             _reap(pid, kill=True)
             raise
-        deadline = time.monotonic() + max(CHILD_TIMEOUT_FLOOR, 20 * (time.monotonic() - started))
-        header = _read_exactly(read_fd, 8, deadline)
-        body = _read_exactly(read_fd, int.from_bytes(header, "little"), deadline) if header else None
+        body = _read_message(read_fd, _deadline(started))
         status = _reap(pid, kill=body is None)
     finally:
         os.close(read_fd)
     if body is None or status != 0:
-        return child_part(), mine
+        return fn(*args), mine
     try:
         theirs: A = pickle.loads(body)  # our own child's bytes, over a pipe only it holds
     except Exception:  # an unreadable result: run the half here
-        return child_part(), mine
+        return fn(*args), mine
     return theirs, mine
+
+
+def _child(write_fd: int, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:  # pragma: no cover
+    global _in_child
+    _in_child = True
+    gc.disable()  # as in the helper (_serve)
+    status = 1
+    try:
+        _write_message(write_fd, pickle.dumps(fn(*args), protocol=pickle.HIGHEST_PROTOCOL))
+        status = 0
+    except BaseException:  # any failure: the parent runs this half itself
+        pass
+    finally:
+        os._exit(status)

@@ -44,13 +44,13 @@ def _no_children_left() -> bool:
 
 
 def test_the_first_half_runs_in_a_child_process() -> None:
-    theirs, mine = forked.run_split(os.getpid, os.getpid, fork=True)
+    theirs, mine = forked.run_split(os.getpid, (), os.getpid, fork=True)
     assert mine == PARENT and theirs != PARENT
     assert _no_children_left()
 
 
 def test_without_a_fork_both_halves_run_here() -> None:
-    assert forked.run_split(os.getpid, lambda: "mine", fork=False) == (PARENT, "mine")
+    assert forked.run_split(os.getpid, (), lambda: "mine", fork=False) == (PARENT, "mine")
 
 
 def _fails_in_a_child(how: str) -> Any:
@@ -65,7 +65,7 @@ def _fails_in_a_child(how: str) -> Any:
 
 @pytest.mark.parametrize("how", ["raise", "die", "unpicklable"])
 def test_a_failed_child_half_is_run_here(how: str) -> None:
-    theirs, mine = forked.run_split(lambda: _fails_in_a_child(how), lambda: "mine", fork=True)
+    theirs, mine = forked.run_split(_fails_in_a_child, (how,), lambda: "mine", fork=True)
     assert theirs == ["done here", PARENT] and mine == "mine"
     assert _no_children_left()
 
@@ -79,7 +79,7 @@ def test_a_failing_parent_half_kills_and_reaps_the_child() -> None:
         raise CorruptMetadataError("file:/t/metadata/m0.avro", "garbage")
 
     with pytest.raises(CorruptMetadataError, match=r"m0\.avro"):
-        forked.run_split(slow_child, failing, fork=True)
+        forked.run_split(slow_child, (), failing, fork=True)
     assert _no_children_left()
 
 
@@ -101,6 +101,60 @@ def test_forking_is_refused_with_other_python_threads_and_when_switched_off(
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
     monkeypatch.setattr(forked, "_in_child", True)
     assert not forked.fork_allowed()
+
+
+# -- the plan's helper process -----------------------------------------------------------------------
+
+
+def _pid_or_fail(how: str) -> int:
+    if os.getpid() != PARENT and how == "raise":
+        raise CorruptMetadataError("file:/t/metadata/m0.avro", "garbage")
+    return os.getpid()
+
+
+@pytest.fixture
+def helper_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forked, "fork_allowed", lambda: not forked._in_child)
+
+
+def test_the_helper_runs_every_first_half_in_one_process(helper_allowed: None) -> None:
+    with forked.helper({"table": "t"}) as helper:
+        assert helper is not None and forked.helper_open()
+        pids = {forked.run_split(_pid_or_fail, ("ok",), os.getpid)[0] for _ in range(3)}
+        assert pids == {helper.pid} and helper.pid != PARENT and helper.answered == 3
+        with forked.helper() as nested:
+            assert nested is None  # one helper per plan
+        assert forked.context() == {"table": "t"}
+    assert not forked.helper_open() and forked.context() == {}
+    assert _no_children_left()
+
+
+def test_what_the_helper_cannot_do_is_done_here(helper_allowed: None) -> None:
+    with forked.helper() as helper:
+        assert helper is not None
+        # A task that fails there runs here; the helper stays for the next one.
+        assert forked.run_split(_pid_or_fail, ("raise",), lambda: 0) == (PARENT, 0)
+        assert helper.alive
+        # A task that does not pickle runs here.
+        assert forked.run_split(lambda: os.getpid(), (), lambda: 0) == (PARENT, 0)
+        # A helper that died: this task and the rest run here.
+        assert helper.pid is not None
+        os.kill(helper.pid, 9)
+        assert forked.run_split(_pid_or_fail, ("ok",), lambda: 0) == (PARENT, 0)
+        assert not helper.alive
+        assert forked.run_split(_pid_or_fail, ("ok",), lambda: 0) == (PARENT, 0)
+    assert _no_children_left()
+
+
+def test_a_failing_half_here_closes_the_helper(helper_allowed: None) -> None:
+    def failing() -> None:
+        raise MissingMetadataError("file:/t/metadata/snap-1.avro", "snapshot 1")
+
+    with forked.helper() as helper, pytest.raises(MissingMetadataError):
+        assert helper is not None
+        forked.run_split(_pid_or_fail, ("ok",), failing)
+    assert helper is not None and not helper.alive
+    assert _no_children_left()
 
 
 # -- reachability, split or not ------------------------------------------------------------------------
@@ -190,8 +244,17 @@ def test_orphan_cleanup_plans_the_same_split_or_not(
     orphan = Path(table.metadata.location.removeprefix("file:")) / "data" / "orphan.parquet"
     orphan.write_bytes(b"x")
     os.utime(orphan, (1e9, 1e9))
+    helpers: list[forked.Helper] = []
+    real_init = forked.Helper.__init__
+
+    def recording(self: forked.Helper) -> None:
+        real_init(self)
+        helpers.append(self)
+
+    monkeypatch.setattr(forked.Helper, "__init__", recording)
     split = plan_orphan_cleanup(table, older_than=timedelta(days=1))
-    assert forks
+    assert forks and len(helpers) == 1
+    assert helpers[0].answered == 2, "the plan's helper read half of the lists and of the manifests"
     monkeypatch.setattr(forked, "fork_allowed", lambda: False)
     one = plan_orphan_cleanup(table, older_than=timedelta(days=1))
     assert [r.path for r in split.orphans] == [r.path for r in one.orphans] == [str(orphan)]

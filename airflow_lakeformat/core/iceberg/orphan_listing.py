@@ -315,14 +315,11 @@ def list_local_names(
         waiting.extend(_list_directory(waiting.pop(0), hidden, listing))
     if not waiting:
         return listing
-    if alongside is not None and forked.fork_allowed():
-        theirs, _ = forked.run_split(
-            lambda: _list_trees(waiting, hidden, NameListing()), alongside, fork=True
-        )
+    if alongside is not None and (forked.helper_open() or forked.fork_allowed()):
+        theirs, _ = forked.run_split(_list_trees_apart, (waiting, hidden), alongside)
     else:
         theirs, _ = forked.run_split(
-            lambda: _list_trees(waiting[::2], hidden, NameListing()),
-            lambda: _list_trees(waiting[1::2], hidden, listing),
+            _list_trees_apart, (waiting[::2], hidden), lambda: _list_trees(waiting[1::2], hidden, listing)
         )
     listing.directories += theirs.directories
     listing.files_listed += theirs.files_listed
@@ -332,6 +329,11 @@ def list_local_names(
 
 
 FORKED_LISTING_MIN_DIRECTORIES = 16  # directories waiting to be listed from which half go to a forked child
+
+
+def _list_trees_apart(roots: Sequence[str], hidden: HiddenFilter) -> NameListing:
+    """:func:`_list_trees` into a new listing (the other process's half)."""
+    return _list_trees(roots, hidden, NameListing())
 
 
 def _list_trees(roots: Sequence[str], hidden: HiddenFilter, listing: NameListing) -> NameListing:
@@ -442,7 +444,7 @@ def _ages(paths: list[str]) -> list[tuple[int, float] | None]:
     if len(paths) < FORKED_LSTAT_MIN:
         return _lstat_all(paths)
     half = len(paths) // 2
-    first, second = forked.run_split(lambda: _lstat_all(paths[:half]), lambda: _lstat_all(paths[half:]))
+    first, second = forked.run_split(_lstat_all, (paths[:half],), lambda: _lstat_all(paths[half:]))
     return first + second
 
 

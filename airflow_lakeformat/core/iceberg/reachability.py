@@ -64,7 +64,7 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
@@ -90,7 +90,10 @@ from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 T = TypeVar("T")
 _SHARED_LISTS = 8  # decoded manifest lists kept for their children (fast appends carry their rows over)
-_CHILD_SHARE_WHILE_COMPILING = 0.6  # of a split list read's bytes, when this process compiles a scanner too
+# Of a split list read's bytes, the share moved to the other process when only this one compiles the
+# manifests' scanner after its lists (and back when only the other does).
+_COMPILE_SHARE = 0.1
+_HELPER_HAS_SCANNER = "manifest scanner compiled"  # in the helper's context: it has compiled it
 # Local files of at least this many bytes in one call are decoded half in a forked child (core/forked.py):
 # below it the fork (about 10 ms) costs more than the second core gives.
 FORK_MIN_BYTES = 8 << 20
@@ -298,7 +301,7 @@ class ReachabilityReader:
         progress.start("reading manifest lists", len(wanted))
         try:
             with gc_paused():  # millions of small acyclic objects (core/collector.py)
-                self._decode_lists_split(wanted, sizes, self._list_decoder(parents), progress)
+                self._decode_lists_split(wanted, sizes, parents, progress)
         finally:
             progress.finish()
         return len(wanted)
@@ -307,40 +310,33 @@ class ReachabilityReader:
         self,
         wanted: list[tuple[str, str]],
         sizes: list[int],
-        decode: Callable[[bytes, str], list[ManifestRef]],
+        parents: dict[str, str],
         progress: Progress,
     ) -> None:
-        """The child returns, per list, its size and rows, or only its own rows and the parent list they
-        were carried over from (the rest are that list's rows), or that it is missing; the rows are then
-        cached here exactly as a one-process :meth:`_load` caches them."""
-        # This process also compiles the manifests' scanner (for the read that follows), so the child
-        # takes more of the lists.
-        compile_manifests = not scanners_ready("manifest")
-        cut = _half_by_bytes(sizes, _CHILD_SHARE_WHILE_COMPILING if compile_manifests else 0.5)
+        """The other process (:func:`_decode_lists_apart`) returns, per list, its size and rows, or only
+        its own rows and the parent list they were carried over from (the rest are that list's rows), or
+        that it is missing; the rows are then cached here exactly as a one-process :meth:`_load` caches
+        them. Each process that will read manifests and lacks their scanner compiles it after its lists
+        (this one unless warmed, the plan's helper once), and the other takes more of the lists."""
+        here_compiles = not scanners_ready("manifest")
+        helper = forked.context() if forked.helper_open() else None
+        there_compiles = helper is not None and not helper.get(_HELPER_HAS_SCANNER)
+        share = 0.5 + _COMPILE_SHARE * (here_compiles - there_compiles)
+        cut = _half_by_bytes(sizes, share)
         older, newer = wanted[:cut], wanted[cut:]
         known = set(self._lists)
+        decode = self._list_decoder(parents)
 
         def mine() -> None:
             self._decode_into(newer, self._lists, decode, progress)
-            if compile_manifests:
+            if here_compiles:
                 self._compile_manifest_scanner([location for location, _ in reversed(newer)])
 
-        def child() -> list[tuple[str, int | None, Any]]:
-            cache: dict[str, list[ManifestRef]] = {}
-            self._decode_into(older, cache, decode, NO_PROGRESS)
-            out: list[tuple[str, int | None, Any]] = []
-            for location, referenced_by in older:
-                if location not in cache:
-                    out.append((location, None, referenced_by))
-                    continue
-                rows, carried = cache[location], self.own_rows.get(location)
-                if carried is not None and (carried[0] in cache or carried[0] in known):
-                    out.append((location, self.sizes[location], (rows[: carried[1]], carried[0])))
-                else:
-                    out.append((location, self.sizes[location], rows))
-            return out
-
-        theirs, _ = forked.run_split(child, mine)
+        ours = {location: parents[location] for location, _ in older if location in parents}
+        task = (_Here(self), older, ours, known, there_compiles)
+        theirs, _ = forked.run_split(_decode_lists_apart, task, mine)
+        if helper is not None and there_compiles:
+            helper[_HELPER_HAS_SCANNER] = True
         for location, size, value in theirs:
             if size is None:
                 self._missing[location] = MissingMetadataError(location, value)
@@ -475,11 +471,14 @@ class ReachabilityReader:
         finally:
             progress.finish()
 
-    def _compile_manifest_scanner(self, lists: Sequence[str]) -> None:
-        """Decode the first manifest of the first of ``lists`` that has one and compile the scanner of its
-        schema now (:func:`scanners_ready`); a failure is left to the read that follows to report."""
+    def _compile_manifest_scanner(
+        self, lists: Sequence[str], decoded: Mapping[str, list[ManifestRef]] | None = None
+    ) -> None:
+        """Decode the first manifest of the first of ``lists`` that has one (rows from ``decoded``, by
+        default this reader's) and compile the scanner of its schema now (:func:`scanners_ready`); a
+        failure is left to the read that follows to report."""
         for location in lists:
-            rows = self._lists.get(location)
+            rows = (self._lists if decoded is None else decoded).get(location)
             if rows:
                 try:
                     decode_manifest_live_paths(self._fetch_or_raise(rows[0]), rows[0].path)
@@ -518,29 +517,9 @@ class ReachabilityReader:
         cut = _half_by_bytes(sizes)
         older, newer = manifests[:cut], manifests[cut:]
 
-        def child() -> tuple[list[tuple[str, str]], list[str]]:
-            by_directory: dict[str, list[str]] = {}
-
-            def keep(_: ManifestRef, paths: list[str]) -> None:
-                for path in paths:
-                    cut = path.rfind("/") + 1
-                    names = by_directory.get(path[:cut])
-                    if names is None:
-                        names = by_directory[path[:cut]] = []
-                    names.append(path[cut:])
-
-            self._add_live_paths(older, keep)
-            groups: list[tuple[str, str]] = []
-            plain: list[str] = []
-            for directory, names in by_directory.items():
-                joined = "\0".join(names)
-                if joined.count("\0") == len(names) - 1:
-                    groups.append((directory, joined))
-                else:
-                    plain.extend(directory + name for name in names)
-            return groups, plain
-
-        (groups, plain), _ = forked.run_split(child, lambda: self._add_live_paths(newer, take))
+        (groups, plain), _ = forked.run_split(
+            _live_paths_apart, (_Here(self), older), lambda: self._add_live_paths(newer, take)
+        )
         self.manifests_read += len(older)
         sink.add_grouped(groups)
         sink.add_all(plain)
@@ -570,6 +549,91 @@ class ReachabilityReader:
         )
         sink = [] if missing is None else missing
         return [self._get(self._contents, m.path, missing_ok, sink) for m in manifests]
+
+
+class _Here:
+    """A reader handed to the other half of a split read: as is to a child forked for the call; pickled
+    for the plan's helper process (``core/forked.py``), it becomes the helper's own reader of the table
+    the helper was opened with (its FileIO is all the halves use)."""
+
+    def __init__(self, reader: ReachabilityReader) -> None:
+        self.reader = reader
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _helper_here, ()
+
+
+_HELPER_READERS: dict[int, ReachabilityReader] = {}
+
+
+def helper_context(table: IcebergTable) -> dict[str, Any]:
+    """What a plan's helper process (``forked.helper``) is opened with for split reads of ``table``: the
+    table, and whether the manifests' scanner is compiled already (the helper inherits it)."""
+    return {"table": table, _HELPER_HAS_SCANNER: scanners_ready("manifest")}
+
+
+def _helper_here() -> _Here:
+    table = forked.context()["table"]
+    reader = _HELPER_READERS.get(id(table))
+    if reader is None:
+        reader = _HELPER_READERS[id(table)] = ReachabilityReader(table)
+    return _Here(reader)
+
+
+def _decode_lists_apart(
+    here: _Here,
+    older: list[tuple[str, str]],
+    parents: dict[str, str],
+    known: set[str],
+    compile_manifests: bool,
+) -> list[tuple[str, int | None, Any]]:
+    """The other half of a split list read: per list, its size and rows, or only its own rows and the
+    list they were carried over from (decoded there or in ``known``), or that it is missing (None, and
+    who referenced it). With ``compile_manifests`` it then compiles the manifests' scanner too."""
+    reader = here.reader
+    cache: dict[str, list[ManifestRef]] = {}
+    reader._decode_into(older, cache, reader._list_decoder(parents), NO_PROGRESS)
+    if compile_manifests:  # for the manifest read that follows (the helper was forked before any)
+        reader._compile_manifest_scanner([location for location, _ in reversed(older)], cache)
+    out: list[tuple[str, int | None, Any]] = []
+    for location, referenced_by in older:
+        if location not in cache:
+            out.append((location, None, referenced_by))
+            continue
+        rows, carried = cache[location], reader.own_rows.get(location)
+        if carried is not None and (carried[0] in cache or carried[0] in known):
+            out.append((location, reader.sizes[location], (rows[: carried[1]], carried[0])))
+        else:
+            out.append((location, reader.sizes[location], rows))
+    return out
+
+
+def _live_paths_apart(
+    here: _Here, manifests: Sequence[ManifestRef]
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The other half of a split manifest read: the live paths grouped by directory, each group's names
+    joined with NUL (one string to pickle instead of thousands, and a bulk insert on the other side),
+    and as they are when a name holds a NUL."""
+    by_directory: dict[str, list[str]] = {}
+
+    def keep(_: ManifestRef, paths: list[str]) -> None:
+        for path in paths:
+            cut = path.rfind("/") + 1
+            names = by_directory.get(path[:cut])
+            if names is None:
+                names = by_directory[path[:cut]] = []
+            names.append(path[cut:])
+
+    here.reader._add_live_paths(manifests, keep)
+    groups: list[tuple[str, str]] = []
+    plain: list[str] = []
+    for directory, names in by_directory.items():
+        joined = "\0".join(names)
+        if joined.count("\0") == len(names) - 1:
+            groups.append((directory, joined))
+        else:
+            plain.extend(directory + name for name in names)
+    return groups, plain
 
 
 WARM_MIN_MANIFESTS = 100  # manifests in the current snapshot from which warm_manifest_decoder compiles
