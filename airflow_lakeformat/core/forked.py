@@ -191,15 +191,12 @@ class Helper:
         if not kill:
             with contextlib.suppress(OSError):
                 _write_message(self._requests, b"")
+            # It closes its end of the reply pipe by leaving: wait up to 2 s for that, then reap it.
+            with contextlib.suppress(OSError):
+                kill = not select.select([self._replies], [], [], 2.0)[0] or bool(os.read(self._replies, 1))
         os.close(self._requests)
         os.close(self._replies)
-        if not kill:
-            for _ in range(200):  # up to 2 s for it to finish its last request and leave
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return
-                time.sleep(0.01)
-        _reap(pid, kill=True)
+        _reap(pid, kill=kill)
 
 
 def _serve(requests: int, replies: int) -> None:  # pragma: no cover - runs in the helper

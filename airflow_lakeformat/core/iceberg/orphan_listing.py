@@ -401,8 +401,12 @@ def resolve_local_names(names: NameListing, valid: ValidLocations, cutoff: float
         get = held.get
         listed: Iterable[str] = joined.split("\0")
         if all(verdict(s, "file", None) == "valid" for s in valid.spellings_in(prefix)):
-            # Every name the valid set holds here is valid for a local file: the rest is a set difference.
-            listed = set(listed).difference(held)
+            # Every name the valid set holds here is valid for a local file: the rest is a set difference,
+            # and every name in it is absent from the valid set.
+            fresh = [prefix + name for name in set(listed).difference(held)]
+            examine += fresh
+            absent.update(fresh)
+            continue
         for name in listed:
             current = get(name)
             if current is last_ok:

@@ -55,6 +55,7 @@ import operator
 import re
 import struct
 import threading
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -465,12 +466,12 @@ class SharedList:
 
     rows: list[ManifestRef]
     payload: bytes | None
-    from_end: list[int] | None
+    from_end: array[int] | None  # machine integers: a child list copies its parent's with one memcpy
     own: int
     schema_json: bytes | None = None
 
 
-def _aligned(from_end: list[int], payloads: list[tuple[int, bytes]], total: int) -> bool:
+def _aligned(from_end: Sequence[int], payloads: list[tuple[int, bytes]], total: int) -> bool:
     """Whether every block ends where a record ends (so a block-by-block decode gives the same rows)."""
     records = length = 0
     for count, block in payloads:
@@ -520,13 +521,13 @@ def decode_manifest_list_shared(data: bytes, location: str, parent: SharedList |
                 if head >= 0 and head_count >= 0 and payload.endswith(parent.payload):
                     new = _decode_rows(plan, payload[:head], head_count)
                     if new is not None:
-                        from_end = [size - end for end in new[1]] + parent.from_end
+                        from_end = array("q", [size - end for end in new[1]]) + parent.from_end
                         if _aligned(from_end, payloads, size):
                             rows = new[0] + parent.rows
                             return SharedList(rows, payload, from_end, head_count, container.schema_json)
             whole = _decode_rows(plan, payload, total)
             if whole is not None:
-                from_end = [size - end for end in whole[1]]
+                from_end = array("q", [size - end for end in whole[1]])
                 if _aligned(from_end, payloads, size):
                     return SharedList(whole[0], payload, from_end, total, container.schema_json)
     except _FAST_PATH_ERRORS:

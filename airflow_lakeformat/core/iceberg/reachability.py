@@ -275,18 +275,22 @@ class ReachabilityReader:
                 cache[location] = decode(data, location)
             progress.advance()
 
-    def _local_sizes(self, locations: Sequence[str]) -> list[int] | None:
-        """Sizes of local files (0 for a missing one), or None unless forking is allowed and they are local
-        and :data:`FORK_MIN_BYTES` in all."""
+    def _local_sizes(self, locations: Sequence[str], known: Sequence[int] | None = None) -> list[int] | None:
+        """Sizes of local files (0 for a missing one; ``known`` sizes, e.g. the manifest lengths a list
+        records, where positive), or None unless forking is allowed and they are local and
+        :data:`FORK_MIN_BYTES` in all."""
         if self.loader is not None or not self.table.io.is_local or len(locations) < 2:
             return None
         if not forked.fork_allowed():
             return None
         sizes: list[int] = []
-        for location in locations:
+        for index, location in enumerate(locations):
             path = _local_path(self.table, location)
             if path is None:
                 return None
+            if known is not None and known[index] > 0:
+                sizes.append(known[index])
+                continue
             try:
                 sizes.append(os.stat(path).st_size)
             except OSError:
@@ -455,7 +459,7 @@ class ReachabilityReader:
                             raise rows
                         take(m, [ref.path for ref in rows])
                     return
-                sizes = self._local_sizes([m.path for m in todo])
+                sizes = self._local_sizes([m.path for m in todo], [m.length for m in todo])
                 if sizes is not None:
                     # Unless compiled already (while the lists were read), one manifest here, its schema's
                     # scanner compiled at once (the child must not compile it again); then the rest split.
@@ -464,7 +468,7 @@ class ReachabilityReader:
                         self._add_live_paths(todo[warm : warm + 1], take)
                         warm += 1
                     if len(todo) - warm >= 2:
-                        self._add_live_paths_split(todo[warm:], sizes[warm:], take, sink, progress)
+                        self._add_live_paths_split(todo[warm:], sizes[warm:], sink, progress)
                         return
                     todo = todo[warm:]
                 self._add_live_paths(todo, take)
@@ -507,19 +511,27 @@ class ReachabilityReader:
         self,
         manifests: Sequence[ManifestRef],
         sizes: list[int],
-        take: Callable[[ManifestRef, list[str]], None],
         sink: PathSink,
         progress: Progress,
     ) -> None:
-        """The older half (by bytes) decoded in a forked child, which sends its paths grouped by directory,
-        each group's names joined with NUL (one string to pickle instead of thousands, and a bulk insert
-        here), and as they are when a name holds a NUL."""
+        """The older half (by work, :func:`_half_by_bytes`) decoded by the other process; both halves enter
+        ``sink`` grouped by directory (:class:`_ByDirectory`)."""
         cut = _half_by_bytes(sizes)
         older, newer = manifests[:cut], manifests[cut:]
 
-        (groups, plain), _ = forked.run_split(
-            _live_paths_apart, (_Here(self), older), lambda: self._add_live_paths(newer, take)
-        )
+        here = _ByDirectory()
+
+        def mine() -> None:
+            def keep(m: ManifestRef, paths: list[str]) -> None:
+                here.keep(m, paths)
+                progress.advance()
+
+            self._add_live_paths(newer, keep)
+            groups, plain = here.result()
+            sink.add_grouped(groups)
+            sink.add_all(plain)
+
+        (groups, plain), _ = forked.run_split(_live_paths_apart, (_Here(self), older), mine)
         self.manifests_read += len(older)
         sink.add_grouped(groups)
         sink.add_all(plain)
@@ -611,12 +623,22 @@ def _decode_lists_apart(
 def _live_paths_apart(
     here: _Here, manifests: Sequence[ManifestRef]
 ) -> tuple[list[tuple[str, str]], list[str]]:
-    """The other half of a split manifest read: the live paths grouped by directory, each group's names
-    joined with NUL (one string to pickle instead of thousands, and a bulk insert on the other side),
-    and as they are when a name holds a NUL."""
-    by_directory: dict[str, list[str]] = {}
+    """The other half of a split manifest read: the live paths as :class:`_ByDirectory` gives them."""
+    grouped = _ByDirectory()
+    here.reader._add_live_paths(manifests, grouped.keep)
+    return grouped.result()
 
-    def keep(_: ManifestRef, paths: list[str]) -> None:
+
+class _ByDirectory:
+    """Live paths grouped by directory, each group's names joined with NUL: one string to pickle instead
+    of thousands, and one bulk insert into the valid set (``ValidLocations.add_grouped``); a group with a
+    NUL in a name comes back as plain paths."""
+
+    def __init__(self) -> None:
+        self.names: dict[str, list[str]] = {}
+
+    def keep(self, _: ManifestRef, paths: list[str]) -> None:
+        by_directory = self.names
         for path in paths:
             cut = path.rfind("/") + 1
             names = by_directory.get(path[:cut])
@@ -624,16 +646,16 @@ def _live_paths_apart(
                 names = by_directory[path[:cut]] = []
             names.append(path[cut:])
 
-    here.reader._add_live_paths(manifests, keep)
-    groups: list[tuple[str, str]] = []
-    plain: list[str] = []
-    for directory, names in by_directory.items():
-        joined = "\0".join(names)
-        if joined.count("\0") == len(names) - 1:
-            groups.append((directory, joined))
-        else:
-            plain.extend(directory + name for name in names)
-    return groups, plain
+    def result(self) -> tuple[list[tuple[str, str]], list[str]]:
+        groups: list[tuple[str, str]] = []
+        plain: list[str] = []
+        for directory, names in self.names.items():
+            joined = "\0".join(names)
+            if joined.count("\0") == len(names) - 1:
+                groups.append((directory, joined))
+            else:
+                plain.extend(directory + name for name in names)
+        return groups, plain
 
 
 WARM_MIN_MANIFESTS = 100  # manifests in the current snapshot from which warm_manifest_decoder compiles
@@ -666,11 +688,15 @@ def warm_manifest_decoder(table: IcebergTable) -> bool:
     return scanners_ready("manifest", compile_now=True)
 
 
+PER_FILE_BYTES = 16 << 10  # what reading and framing one file costs, in bytes decoded (about 45 us)
+
+
 def _half_by_bytes(sizes: Sequence[int], share: float = 0.5) -> int:
-    """The cut that gives ``sizes[:cut]`` about ``share`` of the bytes (at least one item on each side)."""
-    half, total = sum(sizes) * share, 0
+    """The cut that gives ``sizes[:cut]`` about ``share`` of the work, each file counting its bytes and
+    :data:`PER_FILE_BYTES` (at least one item on each side)."""
+    half, total = (sum(sizes) + PER_FILE_BYTES * len(sizes)) * share, 0
     for index, size in enumerate(sizes[:-1]):
-        total += size
+        total += size + PER_FILE_BYTES
         if total >= half:
             return index + 1
     return len(sizes) - 1
