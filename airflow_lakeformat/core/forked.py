@@ -97,7 +97,7 @@ def _write_message(fd: int, payload: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes | None:
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytearray | None:
     buffer = bytearray(size)
     view, done = memoryview(buffer), 0
     while done < size:
@@ -109,10 +109,10 @@ def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes | None:
         if not got:
             return None
         done += got
-    return bytes(buffer)
+    return buffer  # pickle reads it as it is: no copy of a result that may be tens of MB
 
 
-def _read_message(fd: int, deadline: float | None) -> bytes | None:
+def _read_message(fd: int, deadline: float | None) -> bytearray | None:
     header = _read_exactly(fd, 8, deadline)
     return _read_exactly(fd, int.from_bytes(header, "little"), deadline) if header else None
 

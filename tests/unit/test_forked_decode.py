@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import threading
@@ -313,17 +314,34 @@ def _names(listing: Any) -> Any:
     return found, listing.files_listed, listing.hidden, listing.requests
 
 
-@pytest.mark.parametrize("alongside", [False, True], ids=["halves", "child-lists-all"])
+@pytest.mark.parametrize("case", ["queue", "queue-and-alongside", "child-dies", "halves-in-a-helper"])
 def test_a_split_listing_is_the_one_process_listing(
-    tmp_path: Path, alongside: bool, monkeypatch: pytest.MonkeyPatch, forks: list[int]
+    tmp_path: Path, case: str, monkeypatch: pytest.MonkeyPatch, forks: list[int]
 ) -> None:
+    """Both processes take directories from one queue (this one after its alongside work); when the child
+    dies after a directory, this process lists all it did not take; with a helper open, halves."""
+    from airflow_lakeformat.core.iceberg import orphan_listing
     from airflow_lakeformat.core.iceberg.orphan_listing import HiddenFilter, list_local_names
 
     _tree(tmp_path)
     ran: list[int] = []
-    split = list_local_names(
-        [str(tmp_path)], HiddenFilter(), alongside=(lambda: ran.append(os.getpid())) if alongside else None
-    )
+    alongside = case == "queue-and-alongside"
+    if case == "child-dies":
+        real_list_trees = orphan_listing._list_trees
+
+        def dying(roots: Any, hidden: Any, listing: Any) -> Any:
+            found = real_list_trees(roots, hidden, listing)
+            if os.getpid() != PARENT:
+                os._exit(3)
+            return found
+
+        monkeypatch.setattr(orphan_listing, "_list_trees", dying)
+    with forked.helper() if case == "halves-in-a-helper" else contextlib.nullcontext():
+        split = list_local_names(
+            [str(tmp_path)],
+            HiddenFilter(),
+            alongside=(lambda: ran.append(os.getpid())) if alongside else None,
+        )
     assert len(forks) == 1 and ran == ([PARENT] if alongside else [])
     monkeypatch.setattr(forked, "fork_allowed", lambda: False)
     one = list_local_names([str(tmp_path)], HiddenFilter())

@@ -34,6 +34,7 @@ same :func:`expand` / :func:`list_subtree` blocks are what the Spark job runs on
 
 from __future__ import annotations
 
+import fcntl
 import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -297,9 +298,11 @@ def list_local_names(
     """Every non-hidden file name under the local ``roots`` (``os.scandir``, no ``stat``, no symlinks followed).
 
     The tree is walked breadth first until :data:`FORKED_LISTING_MIN_DIRECTORIES` directories wait to be
-    listed; then every other one of them (with everything below it) is listed in a forked child while this
-    process lists the rest (``core/forked.py``), or the child lists them all while this process runs
-    ``alongside``. A small tree is listed here alone (and ``alongside`` is not run).
+    listed; then a forked child and this process take them (each with everything below it) one by one
+    from a shared queue (a pipe holding their indices) until none is left, this process after running
+    ``alongside`` (``core/forked.py``). Should the child fail, this process lists every directory it did
+    not take itself, so the listing is always whole. A small tree is listed here alone (and ``alongside``
+    is not run).
 
     Args:
         roots: normalised local directory paths.
@@ -315,17 +318,80 @@ def list_local_names(
         waiting.extend(_list_directory(waiting.pop(0), hidden, listing))
     if not waiting:
         return listing
-    if alongside is not None and (forked.helper_open() or forked.fork_allowed()):
-        theirs, _ = forked.run_split(_list_trees_apart, (waiting, hidden), alongside)
-    else:
+    queue = _queue_of(len(waiting)) if not forked.helper_open() and forked.fork_allowed() else None
+    if queue is None:  # halves: through the plan's helper, or here alone
         theirs, _ = forked.run_split(
             _list_trees_apart, (waiting[::2], hidden), lambda: _list_trees(waiting[1::2], hidden, listing)
         )
+    else:
+        taken: list[int] = []
+
+        def mine() -> None:
+            if alongside is not None:
+                alongside()
+            _list_from_queue(waiting, hidden, queue, taken, listing)
+
+        try:
+            task = (waiting, hidden, queue, taken, os.getpid())
+            theirs, _ = forked.run_split(_list_queued, task, mine, fork=True)
+        finally:
+            os.close(queue)
     listing.directories += theirs.directories
     listing.files_listed += theirs.files_listed
     listing.hidden += theirs.hidden
     listing.requests += theirs.requests
     return listing
+
+
+def _queue_of(count: int) -> int | None:
+    """The read end of a pipe holding the indices ``0 .. count - 1`` (4 bytes each) and then end of file,
+    or None when they do not fit in the pipe."""
+    read_fd, write_fd = os.pipe()
+    try:
+        capacity = fcntl.fcntl(write_fd, fcntl.F_SETPIPE_SZ, 1 << 20)
+    except OSError:
+        capacity = 1 << 16
+    try:
+        if count * 4 > capacity:
+            os.close(read_fd)
+            return None
+        os.write(write_fd, b"".join(index.to_bytes(4, "little") for index in range(count)))
+        return read_fd
+    finally:
+        os.close(write_fd)
+
+
+def _list_from_queue(
+    waiting: Sequence[str], hidden: HiddenFilter, queue: int, taken: list[int] | None, listing: NameListing
+) -> None:
+    """List the directories whose indices this process takes from ``queue``, until it is empty. A pipe read
+    of 4 bytes is atomic, so each index goes to exactly one process."""
+    while True:
+        data = os.read(queue, 4)
+        if not data:
+            return
+        while len(data) < 4:  # never expected: every write and read is a whole index
+            more = os.read(queue, 4 - len(data))
+            if not more:
+                raise OSError("the listing queue ended inside an index")
+            data += more
+        index = int.from_bytes(data, "little")
+        if taken is not None:
+            taken.append(index)
+        _list_trees([waiting[index]], hidden, listing)
+
+
+def _list_queued(
+    waiting: Sequence[str], hidden: HiddenFilter, queue: int, taken: list[int], parent: int
+) -> NameListing:
+    """The forked child's part of the queued listing; run in the parent instead (the child failed), every
+    directory the parent did not take itself."""
+    listing = NameListing()
+    if os.getpid() != parent:
+        _list_from_queue(waiting, hidden, queue, None, listing)
+        return listing
+    mine = set(taken)
+    return _list_trees([d for i, d in enumerate(waiting) if i not in mine], hidden, listing)
 
 
 FORKED_LISTING_MIN_DIRECTORIES = 16  # directories waiting to be listed from which half go to a forked child

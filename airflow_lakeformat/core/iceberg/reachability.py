@@ -514,26 +514,20 @@ class ReachabilityReader:
         sink: PathSink,
         progress: Progress,
     ) -> None:
-        """The older half (by work, :func:`_half_by_bytes`) decoded by the other process; both halves enter
-        ``sink`` grouped by directory (:class:`_ByDirectory`)."""
+        """The older half (by work, :func:`_half_by_bytes`) decoded by the other process, whose paths enter
+        ``sink`` grouped by directory (:class:`_ByDirectory`); this half's enter as they are decoded."""
         cut = _half_by_bytes(sizes)
         older, newer = manifests[:cut], manifests[cut:]
 
-        here = _ByDirectory()
+        def take(_: ManifestRef, paths: list[str]) -> None:
+            sink.add_all(paths)  # as they come: no second copy of this half's paths is held
+            progress.advance()
 
-        def mine() -> None:
-            def keep(m: ManifestRef, paths: list[str]) -> None:
-                here.keep(m, paths)
-                progress.advance()
-
-            self._add_live_paths(newer, keep)
-            groups, plain = here.result()
-            sink.add_grouped(groups)
-            sink.add_all(plain)
-
-        (groups, plain), _ = forked.run_split(_live_paths_apart, (_Here(self), older), mine)
+        (groups, plain), _ = forked.run_split(
+            _live_paths_apart, (_Here(self), older), lambda: self._add_live_paths(newer, take)
+        )
         self.manifests_read += len(older)
-        sink.add_grouped(groups)
+        sink.add_grouped(_drained(groups))  # each group's string is freed once its names are in
         sink.add_all(plain)
         for _ in older:
             progress.advance()
@@ -627,6 +621,12 @@ def _live_paths_apart(
     grouped = _ByDirectory()
     here.reader._add_live_paths(manifests, grouped.keep)
     return grouped.result()
+
+
+def _drained(items: list[T]) -> Iterator[T]:
+    """The items of ``items``, last first, each removed from it as it is given."""
+    while items:
+        yield items.pop()
 
 
 class _ByDirectory:
