@@ -71,6 +71,13 @@ def helper_open() -> bool:
     return _helper is not None and _helper.alive
 
 
+def release_helper() -> None:
+    """Let the open helper leave now, its work done (the rest of the plan runs here; it is reaped when
+    the ``helper`` block ends)."""
+    if _helper is not None:
+        _helper.release()
+
+
 def context() -> dict[str, Any]:
     """What the open helper was forked with (``helper(context)``), in the helper and here."""
     return _context
@@ -138,6 +145,8 @@ class Helper:
 
     def __init__(self) -> None:
         self.answered = 0  # tasks the helper did (the rest ran here)
+        self._leaving: int | None = None  # its pid once released
+        self._closed = False
         request_read, self._requests = _pipe()
         self._replies, reply_write = _pipe()
         self.pid: int | None = _fork()
@@ -183,20 +192,31 @@ class Helper:
         self.answered += 1
         return value, mine
 
-    def close(self, kill: bool = False) -> None:
-        """Stop the helper (an empty request ends it) and reap it."""
-        if self.pid is None:
+    def release(self) -> None:
+        """Tell the helper its work is done (an empty request ends it) without waiting for it to leave:
+        its exit (unmapping its memory) overlaps whatever this process does next; :meth:`close` reaps it."""
+        if self.pid is None or self._leaving is not None:
             return
-        pid, self.pid = self.pid, None
+        self._leaving, self.pid = self.pid, None
+        with contextlib.suppress(OSError):
+            _write_message(self._requests, b"")
+
+    def close(self, kill: bool = False) -> None:
+        """Stop the helper and reap it (killed when ``kill``, or when it does not leave within 2 s)."""
+        if self._closed:
+            return
         if not kill:
-            with contextlib.suppress(OSError):
-                _write_message(self._requests, b"")
+            self.release()
+        pid = self._leaving if self._leaving is not None else self.pid
+        self.pid, self._closed = None, True
+        if not kill:
             # It closes its end of the reply pipe by leaving: wait up to 2 s for that, then reap it.
             with contextlib.suppress(OSError):
                 kill = not select.select([self._replies], [], [], 2.0)[0] or bool(os.read(self._replies, 1))
         os.close(self._requests)
         os.close(self._replies)
-        _reap(pid, kill=kill)
+        if pid is not None:
+            _reap(pid, kill=kill)
 
 
 def _serve(requests: int, replies: int) -> None:  # pragma: no cover - runs in the helper

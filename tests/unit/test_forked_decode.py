@@ -147,6 +147,15 @@ def test_what_the_helper_cannot_do_is_done_here(helper_allowed: None) -> None:
     assert _no_children_left()
 
 
+def test_a_released_helper_leaves_and_the_rest_runs_here(helper_allowed: None) -> None:
+    with forked.helper() as helper:
+        assert helper is not None and forked.run_split(_pid_or_fail, ("ok",), lambda: 0)[0] == helper.pid
+        forked.release_helper()
+        assert not helper.alive and not forked.helper_open()
+        assert forked.run_split(_pid_or_fail, ("ok",), lambda: 0) == (PARENT, 0)
+    assert _no_children_left()
+
+
 def test_a_failing_half_here_closes_the_helper(helper_allowed: None) -> None:
     def failing() -> None:
         raise MissingMetadataError("file:/t/metadata/snap-1.avro", "snapshot 1")

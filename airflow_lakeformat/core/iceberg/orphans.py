@@ -344,6 +344,7 @@ def plan_orphan_cleanup(
         if names is not None:
             listing = resolve_local_names(names, valid.locations, cutoff)
             del names
+        forked.release_helper()  # its last task is done: it leaves while the rest runs here
         data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
         orphans, mtimes, mismatches = classify(
             table, valid, listing.candidates, metadata_dir, data_dirs, listing.unreferenced
