@@ -11,13 +11,18 @@ Algorithm (reference sections 3b, 4.1, 4.2; Java ``spark/v3.5/.../actions/Delete
    than the cutoff (on local disk the names are listed first and the ages read after the valid set, only
    for the files it does not hold) under the table location (and ``write.data.path`` / ``write.metadata.path``), each
    root listed as ``<root>/`` so a sibling ``events_v2`` is never reached (apache/iceberg PR #12254).
+   While a forked child lists a large local tree, this process compiles the manifests' decoder from
+   one manifest of the current snapshot (``reachability.warm_manifest_decoder``); nothing read then
+   enters the valid set.
 3. **Then the valid set**, from the table re-loaded after the listing: every file reachable from every
    snapshot (all refs' snapshots are in ``snapshots``): manifest lists, manifests, live data and delete
    files (deletion-vector Puffin files included), plus statistics and partition-statistics files, the
    current metadata file, every ``metadata-log`` entry, and ``<metadata dir>/version-hint.text``
    (``ReachableFileUtil``; Java's ``validFileIdentDS``). Unreadable metadata (a truncated manifest
    list, a missing manifest) is a typed error and nothing is deleted; a file that went missing because a
-   concurrent expiry removed its snapshot meanwhile is skipped after re-loading the table.
+   concurrent expiry removed its snapshot meanwhile is skipped after re-loading the table. On local
+   disk one helper process (``core/forked.py``), forked after the listing, decodes half of the manifest
+   lists and manifests and reads half of the ages; whatever it fails to do is done here.
 4. **Join on normalised paths** (``location``): schemes and authorities mapped (``s3a``/``s3n`` -> ``s3``),
    a valid file under another scheme or authority is a prefix mismatch: ``error`` (default, Java's
    ``PrefixMismatchMode.ERROR``) aborts before anything is deleted; ``ignore`` keeps the file. Java's

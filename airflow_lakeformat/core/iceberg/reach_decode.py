@@ -37,7 +37,9 @@ Iceberg and Java interop tests scan from the first record, so Java-written table
    when every block ends on a record boundary. Orphan cleanup
    takes only the live paths (:func:`decode_manifest_live_paths`), and manifest lists of fast appends,
    which carry the previous list's rows over unchanged, are decoded only as far as they are new
-   (:func:`decode_manifest_list_shared`).
+   (:func:`decode_manifest_list_shared`), by fastavro record by record until a scanner pays (a chain of
+   fast appends adds about one row per list, so it never compiles the lists' pattern).
+5. Deflate blocks are inflated with ISA-L where installed (:func:`avro_blocks.inflate_blocks`).
 
 Example::
 
