@@ -237,8 +237,10 @@ class ReachabilityReader:
         decode: Callable[[bytes, str], Any],
         task: str,
         progress: Progress,
+        split: Callable[[], None] | None = None,
     ) -> int:
-        """Fetch and decode ``(location, referenced_by)`` pairs into ``cache``; missing ones are remembered."""
+        """Fetch and decode ``(location, referenced_by)`` pairs into ``cache``; missing ones are remembered.
+        ``split`` does the fetching and decoding instead (half of it in another process)."""
         if not wanted:
             return 0
         progress.start(task, len(wanted))
@@ -254,7 +256,10 @@ class ReachabilityReader:
                             cache[location] = value
                         progress.advance()
                     return len(wanted)
-                self._decode_into(wanted, cache, decode, progress)
+                if split is not None:
+                    split()
+                else:
+                    self._decode_into(wanted, cache, decode, progress)
         finally:
             progress.finish()
         return len(wanted)
@@ -296,19 +301,6 @@ class ReachabilityReader:
             except OSError:
                 sizes.append(0)
         return sizes if sum(sizes) >= FORK_MIN_BYTES else None
-
-    def _load_lists_split(
-        self, wanted: list[tuple[str, str]], parents: dict[str, str], sizes: list[int], progress: Progress
-    ) -> int:
-        """:meth:`_load` of manifest lists, the older half (by bytes) decoded in a forked child (the rows new
-        in each list of a fast-append chain are decoded by fastavro: no scanner is compiled twice)."""
-        progress.start("reading manifest lists", len(wanted))
-        try:
-            with gc_paused():  # millions of small acyclic objects (core/collector.py)
-                self._decode_lists_split(wanted, sizes, parents, progress)
-        finally:
-            progress.finish()
-        return len(wanted)
 
     def _decode_lists_split(
         self,
@@ -397,12 +389,9 @@ class ReachabilityReader:
                     parents[location] = parent
         pairs = list(wanted.items())
         sizes = self._local_sizes([location for location, _ in pairs])
-        if sizes is not None:
-            self.lists_read += self._load_lists_split(pairs, parents, sizes, progress)
-        else:
-            self.lists_read += self._load(
-                pairs, self._lists, self._list_decoder(parents), "reading manifest lists", progress
-            )
+        split = None if sizes is None else (lambda: self._decode_lists_split(pairs, sizes, parents, progress))
+        decode = self._list_decoder(parents)
+        self.lists_read += self._load(pairs, self._lists, decode, "reading manifest lists", progress, split)
         sink = [] if missing is None else missing
         return [self._get(self._lists, s.manifest_list, missing_ok, sink) for s in snapshots]
 
