@@ -33,12 +33,32 @@ from tests.iceberg.scenarios import build, create_table, rows
 PARENT = os.getpid()
 
 
+FORKED: list[int] = []  # the processes this test forked (the suite's servers are children too)
+
+
+@pytest.fixture(autouse=True)
+def _record_forks(monkeypatch: pytest.MonkeyPatch) -> None:
+    FORKED.clear()
+    real_fork = os.fork
+
+    def recording() -> int:
+        pid = real_fork()
+        if pid:
+            FORKED.append(pid)
+        return pid
+
+    monkeypatch.setattr(os, "fork", recording)
+
+
 def _no_children_left() -> bool:
-    try:
-        os.waitpid(-1, os.WNOHANG)
-    except ChildProcessError:
-        return True
-    return False
+    """Every process this test forked was reaped (waiting for it finds no such child)."""
+    for pid in FORKED:
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            continue
+        return False
+    return bool(FORKED)
 
 
 # -- run_split -------------------------------------------------------------------------------------
