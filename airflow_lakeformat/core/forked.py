@@ -124,11 +124,16 @@ def _read_message(fd: int, deadline: float | None) -> bytearray | None:
     return _read_exactly(fd, int.from_bytes(header, "little"), deadline) if header else None
 
 
-def _reap(pid: int, kill: bool) -> int:
+def _reap(pid: int, kill: bool) -> int | None:
+    """Wait for a child (killed first when ``kill``); its status, or None when the host process reaps its
+    children itself (a SIGCHLD handler, or SIGCHLD ignored)."""
     if kill:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    _, status = os.waitpid(pid, 0)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        return None
     return status
 
 
@@ -324,7 +329,7 @@ def run_split(
         status = _reap(pid, kill=body is None)
     finally:
         os.close(read_fd)
-    if body is None or status != 0:
+    if body is None or status not in (0, None):  # a whole result with no status: reaped by the host
         return fn(*args), mine
     try:
         theirs: A = pickle.loads(body)  # our own child's bytes, over a pipe only it holds

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import datetime
 import os
+import signal
 import threading
 from collections.abc import Iterable
 from datetime import timedelta
@@ -68,6 +69,18 @@ def test_the_first_half_runs_in_a_child_process() -> None:
     theirs, mine = forked.run_split(os.getpid, (), os.getpid, fork=True)
     assert mine == PARENT and theirs != PARENT
     assert _no_children_left()
+
+
+def test_a_host_that_reaps_children_itself_does_not_break_the_split() -> None:
+    """With SIGCHLD ignored the kernel reaps children at once and waitpid finds none."""
+    previous = signal.signal(signal.SIGCHLD, signal.SIG_IGN)
+    try:
+        theirs, mine = forked.run_split(os.getpid, (), os.getpid, fork=True)
+        with forked.helper() as helper:
+            assert helper is None or forked.run_split(os.getpid, (), lambda: 0)[0] == helper.pid
+    finally:
+        signal.signal(signal.SIGCHLD, previous)
+    assert mine == PARENT and theirs != PARENT
 
 
 def test_without_a_fork_both_halves_run_here() -> None:
