@@ -26,7 +26,7 @@ import pytest
 
 from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
-from airflow_lakeformat.core.iceberg import reachability, write
+from airflow_lakeformat.core.iceberg import reach_split, reachability, write
 from airflow_lakeformat.core.iceberg.orphans import plan_orphan_cleanup
 from airflow_lakeformat.core.iceberg.reachability import ReachabilityReader, reachable_files
 from tests.iceberg.scenarios import build, create_table, rows
@@ -204,21 +204,11 @@ def test_a_failing_half_here_closes_the_helper(helper_allowed: None) -> None:
 
 
 @pytest.fixture
-def forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+def forks(monkeypatch: pytest.MonkeyPatch, _record_forks: None) -> list[int]:
     """Split every local read of two or more files; returns the pids of the children forked."""
-    children: list[int] = []
-    real_fork = os.fork
-
-    def counting_fork() -> int:
-        pid = real_fork()
-        if pid:
-            children.append(pid)
-        return pid
-
     monkeypatch.setattr(reachability, "FORK_MIN_BYTES", 0)
     monkeypatch.setattr(forked, "fork_allowed", lambda: not forked._in_child)
-    monkeypatch.setattr(os, "fork", counting_fork)
-    return children
+    return FORKED
 
 
 class Paths:
@@ -398,9 +388,9 @@ def test_the_manifest_decoder_is_warmed_only_for_many_manifests(
 
     table = _fast_append_chain(tmp_path, 3)
     monkeypatch.setattr(reach_decode._MANIFEST_PLANS, "_cache", {})
-    monkeypatch.setattr(reachability, "WARM_MIN_MANIFESTS", 4)
-    assert not reachability.warm_manifest_decoder(table)
+    monkeypatch.setattr(reach_split, "WARM_MIN_MANIFESTS", 4)
+    assert not reach_split.warm_manifest_decoder(table)
     assert not reach_decode.scanners_ready("manifest")
-    monkeypatch.setattr(reachability, "WARM_MIN_MANIFESTS", 3)
-    assert reachability.warm_manifest_decoder(table)
+    monkeypatch.setattr(reach_split, "WARM_MIN_MANIFESTS", 3)
+    assert reach_split.warm_manifest_decoder(table)
     assert reach_decode.scanners_ready("manifest")

@@ -12,7 +12,7 @@ Algorithm (reference sections 3b, 4.1, 4.2; Java ``spark/v3.5/.../actions/Delete
    for the files it does not hold) under the table location (and ``write.data.path`` / ``write.metadata.path``), each
    root listed as ``<root>/`` so a sibling ``events_v2`` is never reached (apache/iceberg PR #12254).
    While a forked child lists a large local tree, this process compiles the manifests' decoder from
-   one manifest of the current snapshot (``reachability.warm_manifest_decoder``); nothing read then
+   one manifest of the current snapshot (``reach_split.warm_manifest_decoder``); nothing read then
    enters the valid set.
 3. **Then the valid set**, from the table re-loaded after the listing: every file reachable from every
    snapshot (all refs' snapshots are in ``snapshots``): manifest lists, manifests, live data and delete
@@ -75,7 +75,7 @@ from airflow_lakeformat.core.iceberg.orphan_listing import (
     resolve_local_names,
 )
 from airflow_lakeformat.core.iceberg.orphan_valid import ValidSet, collect_valid, refresh_if_changed
-from airflow_lakeformat.core.iceberg.reachability import helper_context, warm_manifest_decoder
+from airflow_lakeformat.core.iceberg.reach_split import helper_context, warm_manifest_decoder
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.results import summary

@@ -82,8 +82,15 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_list_shared,
     decode_manifest_live_paths,
     decode_manifest_paths,
-    first_of_manifest_list,
     scanners_ready,
+)
+from airflow_lakeformat.core.iceberg.reach_split import (
+    _HELPER_HAS_SCANNER,
+    _decode_lists_apart,
+    _drained,
+    _half_by_bytes,
+    _Here,
+    _live_paths_apart,
 )
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
@@ -93,7 +100,6 @@ _SHARED_LISTS = 8  # decoded manifest lists kept for their children (fast append
 # Of a split list read's bytes, the share moved to the other process when only this one compiles the
 # manifests' scanner after its lists (and back when only the other does).
 _COMPILE_SHARE = 0.1
-_HELPER_HAS_SCANNER = "manifest scanner compiled"  # in the helper's context: it has compiled it
 # Local files of at least this many bytes in one call are decoded half in a forked child (core/forked.py):
 # below it the fork (about 10 ms) costs more than the second core gives.
 FORK_MIN_BYTES = 8 << 20
@@ -544,151 +550,6 @@ class ReachabilityReader:
         )
         sink = [] if missing is None else missing
         return [self._get(self._contents, m.path, missing_ok, sink) for m in manifests]
-
-
-class _Here:
-    """A reader handed to the other half of a split read: as is to a child forked for the call; pickled
-    for the plan's helper process (``core/forked.py``), it becomes the helper's own reader of the table
-    the helper was opened with (its FileIO is all the halves use)."""
-
-    def __init__(self, reader: ReachabilityReader) -> None:
-        self.reader = reader
-
-    def __reduce__(self) -> tuple[Any, tuple[()]]:
-        return _helper_here, ()
-
-
-_HELPER_READERS: dict[int, ReachabilityReader] = {}
-
-
-def helper_context(table: IcebergTable) -> dict[str, Any]:
-    """What a plan's helper process (``forked.helper``) is opened with for split reads of ``table``: the
-    table, and whether the manifests' scanner is compiled already (the helper inherits it)."""
-    return {"table": table, _HELPER_HAS_SCANNER: scanners_ready("manifest")}
-
-
-def _helper_here() -> _Here:
-    table = forked.context()["table"]
-    reader = _HELPER_READERS.get(id(table))
-    if reader is None:
-        reader = _HELPER_READERS[id(table)] = ReachabilityReader(table)
-    return _Here(reader)
-
-
-def _decode_lists_apart(
-    here: _Here,
-    older: list[tuple[str, str]],
-    parents: dict[str, str],
-    known: set[str],
-    compile_manifests: bool,
-) -> list[tuple[str, int | None, Any]]:
-    """The other half of a split list read: per list, its size and rows, or only its own rows and the
-    list they were carried over from (decoded there or in ``known``), or that it is missing (None, and
-    who referenced it). With ``compile_manifests`` it then compiles the manifests' scanner too."""
-    reader = here.reader
-    cache: dict[str, list[ManifestRef]] = {}
-    reader._decode_into(older, cache, reader._list_decoder(parents), NO_PROGRESS)
-    if compile_manifests:  # for the manifest read that follows (the helper was forked before any)
-        reader._compile_manifest_scanner([location for location, _ in reversed(older)], cache)
-    out: list[tuple[str, int | None, Any]] = []
-    for location, referenced_by in older:
-        if location not in cache:
-            out.append((location, None, referenced_by))
-            continue
-        rows, carried = cache[location], reader.own_rows.get(location)
-        if carried is not None and (carried[0] in cache or carried[0] in known):
-            out.append((location, reader.sizes[location], (rows[: carried[1]], carried[0])))
-        else:
-            out.append((location, reader.sizes[location], rows))
-    return out
-
-
-def _live_paths_apart(
-    here: _Here, manifests: Sequence[ManifestRef]
-) -> tuple[list[tuple[str, str]], list[str]]:
-    """The other half of a split manifest read: the live paths as :class:`_ByDirectory` gives them."""
-    grouped = _ByDirectory()
-    here.reader._add_live_paths(manifests, grouped.keep)
-    return grouped.result()
-
-
-def _drained(items: list[T]) -> Iterator[T]:
-    """The items of ``items``, last first, each removed from it as it is given."""
-    while items:
-        yield items.pop()
-
-
-class _ByDirectory:
-    """Live paths grouped by directory, each group's names joined with NUL: one string to pickle instead
-    of thousands, and one bulk insert into the valid set (``ValidLocations.add_grouped``); a group with a
-    NUL in a name comes back as plain paths."""
-
-    def __init__(self) -> None:
-        self.names: dict[str, list[str]] = {}
-
-    def keep(self, _: ManifestRef, paths: list[str]) -> None:
-        by_directory = self.names
-        for path in paths:
-            cut = path.rfind("/") + 1
-            names = by_directory.get(path[:cut])
-            if names is None:
-                names = by_directory[path[:cut]] = []
-            names.append(path[cut:])
-
-    def result(self) -> tuple[list[tuple[str, str]], list[str]]:
-        groups: list[tuple[str, str]] = []
-        plain: list[str] = []
-        for directory, names in self.names.items():
-            joined = "\0".join(names)
-            if joined.count("\0") == len(names) - 1:
-                groups.append((directory, joined))
-            else:
-                plain.extend(directory + name for name in names)
-        return groups, plain
-
-
-WARM_MIN_MANIFESTS = 100  # manifests in the current snapshot from which warm_manifest_decoder compiles
-
-
-def warm_manifest_decoder(table: IcebergTable) -> bool:
-    """Compile the manifests' scanner now, from the schema of one manifest of the current snapshot, when
-    that snapshot has :data:`WARM_MIN_MANIFESTS` manifests or more (a read that large compiles it anyway).
-
-    Orphan cleanup runs this while a forked child lists the table, so the compile costs no time of its
-    own. What is read here (the current manifest list, one manifest) only prepares the decoder and is
-    thrown away: the valid set is read whole after the listing. Any failure is left to that read.
-
-    Returns:
-        Whether the scanner is compiled.
-    """
-    snapshot = table.metadata.current_snapshot()
-    if snapshot is None or not snapshot.manifest_list:
-        return False
-    try:
-        location = snapshot.manifest_list
-        count, first = first_of_manifest_list(
-            fetch_metadata_file(table, location, "the current snapshot"), location
-        )
-        if count < WARM_MIN_MANIFESTS or first is None:
-            return False
-        decode_manifest_live_paths(fetch_metadata_file(table, first.path, "a warm-up"), first.path)
-    except (LakeformatError, OSError):
-        return False
-    return scanners_ready("manifest", compile_now=True)
-
-
-PER_FILE_BYTES = 16 << 10  # what reading and framing one file costs, in bytes decoded (about 45 us)
-
-
-def _half_by_bytes(sizes: Sequence[int], share: float = 0.5) -> int:
-    """The cut that gives ``sizes[:cut]`` about ``share`` of the work, each file counting its bytes and
-    :data:`PER_FILE_BYTES` (at least one item on each side)."""
-    half, total = (sum(sizes) + PER_FILE_BYTES * len(sizes)) * share, 0
-    for index, size in enumerate(sizes[:-1]):
-        total += size + PER_FILE_BYTES
-        if total >= half:
-            return index + 1
-    return len(sizes) - 1
 
 
 def _referenced_by(manifest: ManifestRef) -> str:
