@@ -388,7 +388,7 @@ def test_the_manifest_decoder_is_warmed_only_for_many_manifests(
     from airflow_lakeformat.core.iceberg import reach_decode
 
     table = _fast_append_chain(tmp_path, 3)
-    monkeypatch.setattr(reach_decode._MANIFEST_PLANS, "_cache", {})
+    monkeypatch.setattr(reach_decode.MANIFEST_PLANS, "_cache", {})
     monkeypatch.setattr(reach_split, "WARM_MIN_MANIFESTS", 4)
     assert not reach_split.warm_manifest_decoder(table)
     assert not reach_decode.scanners_ready("manifest")

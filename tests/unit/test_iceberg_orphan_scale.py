@@ -32,11 +32,11 @@ from airflow_lakeformat.core.iceberg.location import FileURI, LocationNormaliser
 from airflow_lakeformat.core.iceberg.orphan_listing import HiddenFilter, list_local_names, resolve_local_names
 from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_list,
-    decode_manifest_list_shared,
     decode_manifest_live_paths,
     reference_decode_manifest_list,
     reference_decode_manifest_paths,
 )
+from airflow_lakeformat.core.iceberg.reach_lists import decode_manifest_list_shared
 from tests.unit.test_iceberg_reach_decode import (
     CODECS,
     MANIFEST_SCHEMA,
@@ -51,7 +51,7 @@ from tests.unit.test_iceberg_reach_decode import (
 def scan_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Scan from the first record, with fresh plans (as ``test_iceberg_reach_decode`` does)."""
     monkeypatch.setattr(reach_decode, "SCAN_AFTER_RECORDS", 0)
-    for plans in (reach_decode._LIST_PLANS, reach_decode._MANIFEST_PLANS):
+    for plans in (reach_decode.LIST_PLANS, reach_decode.MANIFEST_PLANS):
         monkeypatch.setattr(plans, "_cache", {})
 
 
@@ -111,9 +111,7 @@ def test_wide_tables_escalate_to_the_full_pattern(monkeypatch: pytest.MonkeyPatc
         record["data_file"]["value_counts"] = [{"key": c, "value": 5} for c in cols]
     data = _avro(MANIFEST_SCHEMA, wide, "deflate")
     want = [r["data_file"]["file_path"] for r in wide if r["status"] != 2]
-    plan = reach_decode._MANIFEST_PLANS.get(
-        fastavro.reader(io.BytesIO(data)).metadata["avro.schema"].encode()
-    )
+    plan = reach_decode.MANIFEST_PLANS.get(fastavro.reader(io.BytesIO(data)).metadata["avro.schema"].encode())
     assert decode_manifest_live_paths(data, "m.avro") == want
     assert plan.limits is reach_decode.SMALL_LIMITS and plan.fell_back == 200
     assert decode_manifest_live_paths(data, "m.avro") == want  # 400 fell back: escalated

@@ -36,7 +36,7 @@ CODECS = ["null", "deflate", "snappy", "zstandard"]
 def scan_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """Scan from the first record (the module waits for 5,000 records of a schema), with fresh plans."""
     monkeypatch.setattr(reach_decode, "SCAN_AFTER_RECORDS", 0)
-    for plans in (reach_decode._LIST_PLANS, reach_decode._MANIFEST_PLANS):
+    for plans in (reach_decode.LIST_PLANS, reach_decode.MANIFEST_PLANS):
         monkeypatch.setattr(plans, "_cache", {})
 
 
@@ -272,7 +272,7 @@ def test_manifests_decode_as_fastavro_decodes_them(codec: str) -> None:
     ]
     assert reference_decode_manifest_paths(data, "m.avro") == expected
     assert decode_manifest_paths(data, "m.avro") == expected
-    matched, fell_back = _scanned_by_pattern(MANIFEST_SCHEMA, data, reach_decode._MANIFEST_PLANS)
+    matched, fell_back = _scanned_by_pattern(MANIFEST_SCHEMA, data, reach_decode.MANIFEST_PLANS)
     # Both paths ran: most records fit the pattern, the wide and long ones went to fastavro.
     assert matched > 500 and fell_back > 10, (matched, fell_back)
 
@@ -282,7 +282,7 @@ def test_manifests_the_pattern_expresses_are_scanned_whole() -> None:
     records = [_entry(rng, columns=6, longest=300) for _ in range(2000)]
     data = _avro(MANIFEST_SCHEMA, records, "deflate")
     assert decode_manifest_paths(data, "m.avro") == reference_decode_manifest_paths(data, "m.avro")
-    assert _scanned_by_pattern(MANIFEST_SCHEMA, data, reach_decode._MANIFEST_PLANS) == (2000, 0)
+    assert _scanned_by_pattern(MANIFEST_SCHEMA, data, reach_decode.MANIFEST_PLANS) == (2000, 0)
 
 
 @pytest.mark.parametrize("with_content", [True, False], ids=["v2", "v1"])
@@ -304,7 +304,7 @@ def test_manifest_lists_decode_as_fastavro_decodes_them(codec: str, with_content
     ]
     assert reference_decode_manifest_list(data, "snap.avro") == expected
     assert decode_manifest_list(data, "snap.avro") == expected
-    matched, fell_back = _scanned_by_pattern(schema, data, reach_decode._LIST_PLANS)
+    matched, fell_back = _scanned_by_pattern(schema, data, reach_decode.LIST_PLANS)
     assert matched > 500 and fell_back > 0, (matched, fell_back)
 
 
@@ -313,15 +313,13 @@ def test_a_schema_is_scanned_only_after_enough_records(monkeypatch: pytest.Monke
     rng = random.Random("threshold")
     data = _avro(MANIFEST_SCHEMA, [_entry(rng, 6, 150) for _ in range(400)], "deflate")
     want = reference_decode_manifest_paths(data, "m.avro")
-    plan = reach_decode._MANIFEST_PLANS.get(
-        fastavro.reader(io.BytesIO(data)).metadata["avro.schema"].encode()
-    )
+    plan = reach_decode.MANIFEST_PLANS.get(fastavro.reader(io.BytesIO(data)).metadata["avro.schema"].encode())
     for _ in range(2):  # 400, then 800 records seen: no pattern compiled yet
         assert decode_manifest_paths(data, "m.avro") == want
         assert (plan.compiled, plan.scanner) == (False, None)
     assert decode_manifest_paths(data, "m.avro") == want  # 1,200: compiled, this file scanned
     assert plan.compiled and plan.scanner is not None and plan.records_seen == 1200
-    assert _scanned_by_pattern(MANIFEST_SCHEMA, data, reach_decode._MANIFEST_PLANS) == (400, 0)
+    assert _scanned_by_pattern(MANIFEST_SCHEMA, data, reach_decode.MANIFEST_PLANS) == (400, 0)
 
 
 @pytest.mark.parametrize("kind,version", [("hadoop", 2), ("sql", 1)])

@@ -9,7 +9,7 @@ fields nobody needs (partition summaries, column statistics, bounds) as reading 
 Algorithm:
 
 1. The writer schema's fields are found **by field id** (Iceberg's rule; names may differ between
-   writers), once per distinct schema (:class:`_Plan`).
+   writers), once per distinct schema (:class:`SchemaPlan`).
 2. The fast path: :func:`~airflow_lakeformat.core.avro_blocks.split_container` frames the file, each block
    is decompressed, and an :class:`~airflow_lakeformat.core.avro_scan.FieldScanner` (a regular expression
    compiled from the writer schema) captures exactly those fields; records the pattern does not express
@@ -37,8 +37,9 @@ Iceberg and Java interop tests scan from the first record, so Java-written table
    when every block ends on a record boundary. Orphan cleanup
    takes only the live paths (:func:`decode_manifest_live_paths`), and manifest lists of fast appends,
    which carry the previous list's rows over unchanged, are decoded only as far as they are new
-   (:func:`decode_manifest_list_shared`), by fastavro record by record until a scanner pays (a chain of
-   fast appends adds about one row per list, so it never compiles the lists' pattern).
+   (:func:`~airflow_lakeformat.core.iceberg.reach_lists.decode_manifest_list_shared`), by fastavro record
+   by record until a scanner pays (a chain of fast appends adds about one row per list, so it never
+   compiles the lists' pattern).
 5. Deflate blocks are inflated with ISA-L where installed (:func:`avro_blocks.inflate_blocks`).
 
 Example::
@@ -57,7 +58,6 @@ import operator
 import re
 import struct
 import threading
-from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +73,7 @@ from airflow_lakeformat.core.iceberg.reach_frames import payloads_of, scan_whole
 
 _DECODE_ERRORS: tuple[type[BaseException], ...] = (*AVRO_DECODE_ERRORS, StopIteration)
 # What the fast path may raise on input it does not understand: the reference decode then decides.
-_FAST_PATH_ERRORS: tuple[type[BaseException], ...] = (
+FAST_PATH_ERRORS: tuple[type[BaseException], ...] = (
     *_DECODE_ERRORS,
     avro_blocks.UnsupportedCodec,
     avro_scan.ScanUnsupported,
@@ -139,7 +139,7 @@ def _by_id(fields: Sequence[dict[str, Any]], ids: dict[int, str]) -> dict[str, d
     return found
 
 
-class _Plan:
+class SchemaPlan:
     """How the rows of one writer schema are decoded: the reference reader schema and, once it pays, the
     scanner (compiled after :data:`SCAN_AFTER_RECORDS` records; None before, or if the schema cannot be
     expressed)."""
@@ -184,15 +184,15 @@ class _Plan:
             self.scanner_for(0)
 
 
-def _list_plan(schema_json: bytes) -> _Plan:
+def _list_plan(schema_json: bytes) -> SchemaPlan:
     writer = json.loads(schema_json)
     fields = _by_id(writer.get("fields", []), MANIFEST_LIST_FIELD_IDS)
     if "path" not in fields:
         raise ValueError("the Avro schema is not an Iceberg manifest_file schema (field id 500 missing)")
-    return _Plan(schema_json, None, {key: (fld["name"],) for key, fld in fields.items()})
+    return SchemaPlan(schema_json, None, {key: (fld["name"],) for key, fld in fields.items()})
 
 
-def _manifest_plan(schema_json: bytes) -> _Plan:
+def _manifest_plan(schema_json: bytes) -> SchemaPlan:
     writer = json.loads(schema_json)
     top = _by_id(writer.get("fields", []), ENTRY_FIELD_IDS)
     data_file = record_of(top["data_file"]["type"]) if "data_file" in top else None
@@ -215,18 +215,18 @@ def _manifest_plan(schema_json: bytes) -> _Plan:
             record["fields"] = [
                 f for f in record.get("fields", []) if f.get("field-id") in DATA_FILE_FIELD_IDS
             ]
-    return _Plan(schema_json, fastavro.parse_schema(projected), paths)
+    return SchemaPlan(schema_json, fastavro.parse_schema(projected), paths)
 
 
 class _Plans:
     """One plan per distinct writer schema (thread-safe; the schema's JSON bytes are the key)."""
 
-    def __init__(self, build: Callable[[bytes], _Plan]) -> None:
+    def __init__(self, build: Callable[[bytes], SchemaPlan]) -> None:
         self._build = build
-        self._cache: dict[bytes, _Plan] = {}
+        self._cache: dict[bytes, SchemaPlan] = {}
         self._lock = threading.Lock()
 
-    def get(self, schema_json: bytes) -> _Plan:
+    def get(self, schema_json: bytes) -> SchemaPlan:
         with self._lock:
             found = self._cache.get(schema_json)
         if found is None:
@@ -251,8 +251,8 @@ class _Plans:
             return bool(self._cache) and all(plan.compiled for plan in self._cache.values())
 
 
-_LIST_PLANS = _Plans(_list_plan)
-_MANIFEST_PLANS = _Plans(_manifest_plan)
+LIST_PLANS = _Plans(_list_plan)
+MANIFEST_PLANS = _Plans(_manifest_plan)
 
 
 def scanners_ready(kind: str, *, compile_now: bool = False) -> bool:
@@ -264,7 +264,7 @@ def scanners_ready(kind: str, *, compile_now: bool = False) -> bool:
         compile_now: Compile the scanners of the schemas seen so far without waiting for
             :data:`SCAN_AFTER_RECORDS` records (the caller knows a large read follows).
     """
-    plans = _LIST_PLANS if kind == "manifest-list" else _MANIFEST_PLANS
+    plans = LIST_PLANS if kind == "manifest-list" else MANIFEST_PLANS
     if compile_now:
         plans.compile_all()
     return plans.all_compiled()
@@ -273,7 +273,7 @@ def scanners_ready(kind: str, *, compile_now: bool = False) -> bool:
 Converter = Callable[["re.Match[bytes]"], Any]
 
 
-def _converter(plan: _Plan, make: Callable[[_Plan, avro_scan.RecordPattern], Converter],
+def converter_for(plan: SchemaPlan, make: Callable[[SchemaPlan, avro_scan.RecordPattern], Converter],
                pattern: avro_scan.RecordPattern) -> Converter:  # fmt: skip
     convert = plan.converters.get(make)
     if convert is None:
@@ -281,8 +281,8 @@ def _converter(plan: _Plan, make: Callable[[_Plan, avro_scan.RecordPattern], Con
     return convert
 
 
-def _scan(data: bytes, plans: _Plans, make: Callable[[_Plan, avro_scan.RecordPattern], Converter],
-          of_record: Callable[[_Plan, tuple[Any, ...]], Any]) -> list[Any] | None:  # fmt: skip
+def _scan(data: bytes, plans: _Plans, make: Callable[[SchemaPlan, avro_scan.RecordPattern], Converter],
+          of_record: Callable[[SchemaPlan, tuple[Any, ...]], Any]) -> list[Any] | None:  # fmt: skip
     """The converted records of the file, in file order (None where a converter says to drop one), or None
     when the reference decode is to run. ``make`` builds a plan's converter of pattern matches (once per
     plan); ``of_record`` converts the captured fields of a record fastavro decoded."""
@@ -292,7 +292,7 @@ def _scan(data: bytes, plans: _Plans, make: Callable[[_Plan, avro_scan.RecordPat
         scanner = plan.scanner_for(sum(count for count, _ in container.blocks))
         if scanner is None or scanner.pattern is None:
             return None
-        convert = _converter(plan, make, scanner.pattern)
+        convert = converter_for(plan, make, scanner.pattern)
         payloads = payloads_of(container)
         whole = scan_whole(scanner.pattern, payloads)
         if whole is not None:
@@ -315,7 +315,7 @@ def _int(value: Any) -> int:
 _ROW_CACHE_LIMIT = 100_000  # distinct manifest-list rows remembered per schema (each a few hundred bytes)
 
 
-def _list_ref(plan: _Plan, row: tuple[Any, ...]) -> ManifestRef:
+def _list_ref(plan: SchemaPlan, row: tuple[Any, ...]) -> ManifestRef:
     path_i, len_i, spec_i, content_i, added_i = (plan.index.get(key) for key in _LIST_KEYS)
     return ManifestRef(
         path=row[path_i],  # type: ignore[index]
@@ -326,7 +326,7 @@ def _list_ref(plan: _Plan, row: tuple[Any, ...]) -> ManifestRef:
     )
 
 
-def _list_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter:
+def list_converter(plan: SchemaPlan, pattern: avro_scan.RecordPattern) -> Converter:
     """Manifest-list rows repeat from one snapshot's list to the next (every list carries the manifests of
     the previous one): a row whose bytes were decoded before is that same :class:`ManifestRef`."""
     values = pattern.values
@@ -345,7 +345,7 @@ def _list_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter:
     return convert
 
 
-def _content_ref(plan: _Plan, row: tuple[Any, ...]) -> ContentRef | None:
+def _content_ref(plan: SchemaPlan, row: tuple[Any, ...]) -> ContentRef | None:
     if row[plan.index["status"]] == STATUS_DELETED:
         return None
     path_i, content_i, format_i, size_i = (plan.index.get(key) for key in _FILE_KEYS)
@@ -357,7 +357,7 @@ def _content_ref(plan: _Plan, row: tuple[Any, ...]) -> ContentRef | None:
     )
 
 
-def _entry_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter:
+def _entry_converter(plan: SchemaPlan, pattern: avro_scan.RecordPattern) -> Converter:
     """Status first: a DELETED entry is dropped before anything else of it is decoded."""
     fields = {key: pattern.group_of(path) for key, path in plan.paths.items()}
     status_g, status_r = fields["status"]
@@ -379,7 +379,7 @@ def _entry_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter
     return convert
 
 
-def _path_of(plan: _Plan, row: tuple[Any, ...]) -> str | None:
+def _path_of(plan: SchemaPlan, row: tuple[Any, ...]) -> str | None:
     if row[plan.index["status"]] == STATUS_DELETED:
         return None
     return row[plan.index["file_path"]]  # type: ignore[no-any-return]
@@ -388,7 +388,7 @@ def _path_of(plan: _Plan, row: tuple[Any, ...]) -> str | None:
 _LIVE = (b"\x00", b"\x02")  # status EXISTING (0) and ADDED (1), as one-byte varints
 
 
-def _path_converter(plan: _Plan, pattern: avro_scan.RecordPattern) -> Converter:
+def _path_converter(plan: SchemaPlan, pattern: avro_scan.RecordPattern) -> Converter:
     """Only the path of a live entry (orphan cleanup needs nothing else); None for a DELETED one."""
     status_g, status_r = pattern.group_of(plan.paths["status"])
     path_g, path_r = pattern.group_of(plan.paths["file_path"])
@@ -413,8 +413,8 @@ def decode_manifest_list(data: bytes, location: str) -> list[ManifestRef]:
         CorruptMetadataError: Not an Iceberg manifest list, or undecodable (truncated, garbage).
     """
     try:
-        refs = _scan(data, _LIST_PLANS, _list_converter, _list_ref)
-    except _FAST_PATH_ERRORS:
+        refs = _scan(data, LIST_PLANS, list_converter, _list_ref)
+    except FAST_PATH_ERRORS:
         refs = None
     return _reference_manifest_list(data, location) if refs is None else refs
 
@@ -430,8 +430,8 @@ def decode_manifest_paths(data: bytes, location: str) -> list[ContentRef]:
         CorruptMetadataError: Not an Iceberg manifest, or undecodable (truncated, garbage).
     """
     try:
-        refs = _scan(data, _MANIFEST_PLANS, _entry_converter, _content_ref)
-    except _FAST_PATH_ERRORS:
+        refs = _scan(data, MANIFEST_PLANS, _entry_converter, _content_ref)
+    except FAST_PATH_ERRORS:
         refs = None
     if refs is None:
         return _reference_manifest_paths(data, location)
@@ -450,138 +450,12 @@ def decode_manifest_live_paths(data: bytes, location: str) -> list[str]:
         CorruptMetadataError: Not an Iceberg manifest, or undecodable (truncated, garbage).
     """
     try:
-        paths = _scan(data, _MANIFEST_PLANS, _path_converter, _path_of)
-    except _FAST_PATH_ERRORS:
+        paths = _scan(data, MANIFEST_PLANS, _path_converter, _path_of)
+    except FAST_PATH_ERRORS:
         paths = None
     if paths is None:
         return [ref.path for ref in _reference_manifest_paths(data, location)]
     return list(filter(functools.partial(operator.is_not, None), paths))
-
-
-@dataclass(frozen=True, slots=True)
-class SharedList:
-    """A decoded manifest list and what a later list that carries it over needs: its blocks' data joined
-    (``payload``; None when it was not decoded exactly by the scanner) and, per row, how far from the end
-    of ``payload`` the row ends (``from_end``). ``own`` is the number of leading rows decoded from this
-    file's own bytes (the rest were the parent's rows, carried over). ``schema_json`` is the writer schema
-    the rows were decoded with: a child's bytes are only ever read as its parent's rows under the same one."""
-
-    rows: list[ManifestRef]
-    payload: bytes | None
-    from_end: array[int] | None  # machine integers: a child list copies its parent's with one memcpy
-    own: int
-    schema_json: bytes | None = None
-
-
-def _aligned(from_end: Sequence[int], payloads: list[tuple[int, bytes]], total: int) -> bool:
-    """Whether every block ends where a record ends (so a block-by-block decode gives the same rows)."""
-    records = length = 0
-    for count, block in payloads:
-        records += count
-        length += len(block)
-        if (from_end[records - 1] if records else total) != total - length:
-            return False
-    return True
-
-
-def decode_manifest_list_shared(data: bytes, location: str, parent: SharedList | None = None) -> SharedList:
-    """:func:`decode_manifest_list`, decoding only the rows that are new since ``parent``'s list.
-
-    A fast append writes its new manifests first and then the previous list's rows unchanged, so its
-    blocks' data (joined) ends with the parent list's data. When it does, only the leading bytes are
-    decoded, which must hold exactly the missing number of records and end exactly where the parent's
-    data starts; the parent's rows (decoded exactly from those very bytes) follow. Otherwise, or when the
-    blocks do not end on record boundaries, the whole list is decoded as :func:`decode_manifest_list` does.
-
-    Rows are decoded by the schema's scanner once it is compiled, and before that by fastavro record by
-    record (its position after each record gives the record boundaries): a chain of fast appends decodes
-    about one row per list, so it never pays for compiling a scanner; only rows actually decoded count
-    towards :data:`SCAN_AFTER_RECORDS`.
-
-    Args:
-        data: The file's bytes.
-        location: Its location, named in errors.
-        parent: The decoded list of the snapshot's parent, if at hand.
-
-    Raises:
-        CorruptMetadataError: Not an Iceberg manifest list, or undecodable (truncated, garbage).
-    """
-    try:
-        container = split(data)
-        plan = _LIST_PLANS.get(container.schema_json)
-        with plan.lock:
-            payloads = payloads_of(container)
-            payload = payloads[0][1] if len(payloads) == 1 else b"".join(b for _, b in payloads)
-            size, total = len(payload), sum(count for count, _ in payloads)
-            if (
-                parent is not None
-                and parent.payload is not None
-                and parent.from_end is not None
-                and parent.schema_json == container.schema_json
-            ):
-                head, head_count = size - len(parent.payload), total - len(parent.rows)
-                if head >= 0 and head_count >= 0 and payload.endswith(parent.payload):
-                    new = _decode_rows(plan, payload[:head], head_count)
-                    if new is not None:
-                        from_end = array("q", [size - end for end in new[1]]) + parent.from_end
-                        if _aligned(from_end, payloads, size):
-                            rows = new[0] + parent.rows
-                            return SharedList(rows, payload, from_end, head_count, container.schema_json)
-            whole = _decode_rows(plan, payload, total)
-            if whole is not None:
-                from_end = array("q", [size - end for end in whole[1]])
-                if _aligned(from_end, payloads, size):
-                    return SharedList(whole[0], payload, from_end, total, container.schema_json)
-    except _FAST_PATH_ERRORS:
-        pass
-    rows = decode_manifest_list(data, location)
-    return SharedList(rows, None, None, len(rows))
-
-
-def first_of_manifest_list(data: bytes, location: str) -> tuple[int, ManifestRef | None]:
-    """(rows, the first row) of a manifest list, decoding only that row (the row count is the blocks').
-
-    Raises:
-        CorruptMetadataError: Not an Iceberg manifest list, or undecodable.
-    """
-    try:
-        container = split(data)
-        plan = _LIST_PLANS.get(container.schema_json)
-        total = sum(count for count, _ in container.blocks)
-        if not total:
-            return 0, None
-        first = next((block for count, block in container.blocks if count), None)
-        if first is not None:
-            payload = avro_blocks.decompress(container.codec, first)
-            with plan.lock:
-                if plan.writer is None:
-                    plan.writer = fastavro.parse_schema(json.loads(plan.schema_json))
-            record = fastavro.schemaless_reader(io.BytesIO(payload), plan.writer, None)
-            return total, _list_ref_of_record(plan, record)  # type: ignore[arg-type]
-    except _FAST_PATH_ERRORS:
-        pass
-    rows = decode_manifest_list(data, location)
-    return len(rows), rows[0] if rows else None
-
-
-def _decode_rows(plan: _Plan, data: bytes, count: int) -> tuple[list[ManifestRef], list[int]] | None:
-    """``count`` manifest-list rows decoded from ``data`` (blocks' data, joined) and where each ends, or
-    None unless they fill it exactly. Called under ``plan.lock``."""
-    scanner = plan.scanner_for(count)
-    if scanner is not None and scanner.pattern is not None:
-        convert = _converter(plan, _list_converter, scanner.pattern)
-        matches, pos = scanner.pattern.scan(data, count)
-        if len(matches) != count or pos != len(data):
-            return None
-        return [convert(m) for m in matches], [m.end() for m in matches]
-    if plan.writer is None:
-        plan.writer = fastavro.parse_schema(json.loads(plan.schema_json))
-    stream, read = io.BytesIO(data), fastavro.schemaless_reader
-    rows, ends = [], []
-    for _ in range(count):
-        rows.append(_list_ref_of_record(plan, read(stream, plan.writer, None)))  # type: ignore[arg-type]
-        ends.append(stream.tell())
-    return (rows, ends) if stream.tell() == len(data) else None
 
 
 # -- the reference decode (fastavro over the whole file) -----------------------------------------
@@ -589,16 +463,16 @@ def _decode_rows(plan: _Plan, data: bytes, count: int) -> tuple[list[ManifestRef
 
 def _reference_manifest_list(data: bytes, location: str) -> list[ManifestRef]:
     try:
-        plan = _LIST_PLANS.get(read_avro_metadata(data)["avro.schema"])
+        plan = LIST_PLANS.get(read_avro_metadata(data)["avro.schema"])
         records: Any = fastavro.reader(io.BytesIO(data))
-        return [_list_ref_of_record(plan, record) for record in records]
+        return [list_ref_of_record(plan, record) for record in records]
     except _DECODE_ERRORS as exc:
         raise CorruptMetadataError(
             location, f"not a valid manifest list ({type(exc).__name__}: {exc})"
         ) from exc
 
 
-def _list_ref_of_record(plan: _Plan, record: dict[str, Any]) -> ManifestRef:
+def list_ref_of_record(plan: SchemaPlan, record: dict[str, Any]) -> ManifestRef:
     p = plan.paths
     return ManifestRef(
         path=record[p["path"][0]],
@@ -611,7 +485,7 @@ def _list_ref_of_record(plan: _Plan, record: dict[str, Any]) -> ManifestRef:
 
 def _reference_manifest_paths(data: bytes, location: str) -> list[ContentRef]:
     try:
-        plan = _MANIFEST_PLANS.get(read_avro_metadata(data)["avro.schema"])
+        plan = MANIFEST_PLANS.get(read_avro_metadata(data)["avro.schema"])
         p = plan.paths
         status_k, (df_k, path_k) = p["status"][0], p["file_path"]
         content_k, format_k, size_k = (
@@ -653,9 +527,7 @@ __all__ = [
     "MANIFEST_LIST_FIELD_IDS",
     "ContentRef",
     "ManifestRef",
-    "SharedList",
     "decode_manifest_list",
-    "decode_manifest_list_shared",
     "decode_manifest_live_paths",
     "decode_manifest_paths",
     "reference_decode_manifest_list",

@@ -32,9 +32,9 @@ from airflow_lakeformat.core.errors import LakeformatError
 from airflow_lakeformat.core.iceberg.reach_decode import (
     ManifestRef,
     decode_manifest_live_paths,
-    first_of_manifest_list,
     scanners_ready,
 )
+from airflow_lakeformat.core.iceberg.reach_lists import first_of_manifest_list
 from airflow_lakeformat.core.progress import NO_PROGRESS
 
 if TYPE_CHECKING:

@@ -77,13 +77,12 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     CONTENT_KINDS,
     ContentRef,
     ManifestRef,
-    SharedList,
     decode_manifest_list,
-    decode_manifest_list_shared,
     decode_manifest_live_paths,
     decode_manifest_paths,
     scanners_ready,
 )
+from airflow_lakeformat.core.iceberg.reach_lists import SharedList, decode_manifest_list_shared
 from airflow_lakeformat.core.iceberg.reach_split import (
     _HELPER_HAS_SCANNER,
     _decode_lists_apart,
