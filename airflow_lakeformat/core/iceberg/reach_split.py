@@ -7,11 +7,11 @@ compiles the manifests' decoder while the table is listed.
 
 Algorithm:
 
-1. **Balance** (:func:`_half_by_bytes`): the older files go to the other process until they hold about
+1. **Balance** (:func:`half_by_bytes`): the older files go to the other process until they hold about
    half of the work, each file counting its bytes plus :data:`PER_FILE_BYTES` (reading and framing).
-2. **Lists** (:func:`_decode_lists_apart`): decoded with the parent list of each fast append, returned as
+2. **Lists** (:func:`decode_lists_apart`): decoded with the parent list of each fast append, returned as
    the rows each list has of its own and the list the rest were carried over from.
-3. **Manifests** (:func:`_live_paths_apart`): the live paths grouped by directory (:class:`_ByDirectory`),
+3. **Manifests** (:func:`live_paths_apart`): the live paths grouped by directory (:class:`_ByDirectory`),
    one NUL-joined string per directory.
 4. **Warm-up** (:func:`warm_manifest_decoder`): one manifest of the current snapshot compiles the entries'
    scanner; nothing read then enters any valid set.
@@ -34,6 +34,7 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_live_paths,
     scanners_ready,
 )
+from airflow_lakeformat.core.iceberg.reach_fetch import fetch_metadata_file
 from airflow_lakeformat.core.iceberg.reach_lists import first_of_manifest_list
 from airflow_lakeformat.core.progress import NO_PROGRESS
 
@@ -42,10 +43,10 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.table import IcebergTable
 
 T = TypeVar("T")
-_HELPER_HAS_SCANNER = "manifest scanner compiled"  # in the helper's context: it has compiled it
+HELPER_HAS_SCANNER = "manifest scanner compiled"  # in the helper's context: it has compiled it
 
 
-class _Here:
+class Here:
     """A reader handed to the other half of a split read: as is to a child forked for the call; pickled
     for the plan's helper process (``core/forked.py``), it becomes the helper's own reader of the table
     the helper was opened with (its FileIO is all the halves use)."""
@@ -63,21 +64,21 @@ _HELPER_READERS: dict[int, ReachabilityReader] = {}
 def helper_context(table: IcebergTable) -> dict[str, Any]:
     """What a plan's helper process (``forked.helper``) is opened with for split reads of ``table``: the
     table, and whether the manifests' scanner is compiled already (the helper inherits it)."""
-    return {"table": table, _HELPER_HAS_SCANNER: scanners_ready("manifest")}
+    return {"table": table, HELPER_HAS_SCANNER: scanners_ready("manifest")}
 
 
-def _helper_here() -> _Here:
+def _helper_here() -> Here:
     table = forked.context()["table"]
     reader = _HELPER_READERS.get(id(table))
     if reader is None:
         from airflow_lakeformat.core.iceberg.reachability import ReachabilityReader
 
         reader = _HELPER_READERS[id(table)] = ReachabilityReader(table)
-    return _Here(reader)
+    return Here(reader)
 
 
-def _decode_lists_apart(
-    here: _Here,
+def decode_lists_apart(
+    here: Here,
     older: list[tuple[str, str]],
     parents: dict[str, str],
     known: set[str],
@@ -104,16 +105,14 @@ def _decode_lists_apart(
     return out
 
 
-def _live_paths_apart(
-    here: _Here, manifests: Sequence[ManifestRef]
-) -> tuple[list[tuple[str, str]], list[str]]:
+def live_paths_apart(here: Here, manifests: Sequence[ManifestRef]) -> tuple[list[tuple[str, str]], list[str]]:
     """The other half of a split manifest read: the live paths as :class:`_ByDirectory` gives them."""
     grouped = _ByDirectory()
     here.reader._add_live_paths(manifests, grouped.keep)
     return grouped.result()
 
 
-def _drained(items: list[T]) -> Iterator[T]:
+def drained(items: list[T]) -> Iterator[T]:
     """The items of ``items``, last first, each removed from it as it is given."""
     while items:
         yield items.pop()
@@ -165,8 +164,6 @@ def warm_manifest_decoder(table: IcebergTable) -> bool:
     snapshot = table.metadata.current_snapshot()
     if snapshot is None or not snapshot.manifest_list:
         return False
-    from airflow_lakeformat.core.iceberg.reachability import fetch_metadata_file
-
     try:
         location = snapshot.manifest_list
         count, first = first_of_manifest_list(
@@ -183,7 +180,7 @@ def warm_manifest_decoder(table: IcebergTable) -> bool:
 PER_FILE_BYTES = 16 << 10  # what reading and framing one file costs, in bytes decoded (about 45 us)
 
 
-def _half_by_bytes(sizes: Sequence[int], share: float = 0.5) -> int:
+def half_by_bytes(sizes: Sequence[int], share: float = 0.5) -> int:
     """The cut that gives ``sizes[:cut]`` about ``share`` of the work, each file counting its bytes and
     :data:`PER_FILE_BYTES` (at least one item on each side)."""
     half, total = (sum(sizes) + PER_FILE_BYTES * len(sizes)) * share, 0

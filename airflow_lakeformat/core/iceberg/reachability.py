@@ -52,6 +52,11 @@ local disk in the calling thread) and decoded in the calling thread. A missing f
 one :class:`CorruptMetadataError`, both naming the file; nothing is ever silently skipped, so callers
 that delete can rely on a complete set or an exception.
 
+Where the parts live: fetching one file and the distributed unit of work in ``reach_fetch``, the
+result type and the statistics look-up in ``reach_result``, decoding in ``reach_decode`` (shared fast-append
+lists in ``reach_lists``), and the halves of a read split over two processes in ``reach_split``; this
+module holds the per-run reader and the walk over snapshots.
+
 Example::
 
     reader = ReachabilityReader(table)
@@ -66,13 +71,11 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import LakeformatError, MissingMetadataError, UnsupportedFormatError
-from airflow_lakeformat.core.iceberg.location import split_location
 from airflow_lakeformat.core.iceberg.reach_decode import (
     CONTENT_KINDS,
     ContentRef,
@@ -82,14 +85,16 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_paths,
     scanners_ready,
 )
+from airflow_lakeformat.core.iceberg.reach_fetch import Loader, fetch_metadata_file, load_one, local_path
 from airflow_lakeformat.core.iceberg.reach_lists import SharedList, decode_manifest_list_shared
+from airflow_lakeformat.core.iceberg.reach_result import PathSink, ReachableFiles, statistics_of
 from airflow_lakeformat.core.iceberg.reach_split import (
-    _HELPER_HAS_SCANNER,
-    _decode_lists_apart,
-    _drained,
-    _half_by_bytes,
-    _Here,
-    _live_paths_apart,
+    HELPER_HAS_SCANNER,
+    Here,
+    decode_lists_apart,
+    drained,
+    half_by_bytes,
+    live_paths_apart,
 )
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
@@ -102,99 +107,6 @@ _COMPILE_SHARE = 0.1
 # Local files of at least this many bytes in one call are decoded half in a forked child (core/forked.py):
 # below it the fork (about 10 ms) costs more than the second core gives.
 FORK_MIN_BYTES = 8 << 20
-# A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
-# MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
-Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
-
-
-class PathSink(Protocol):
-    """Where :meth:`ReachabilityReader.add_live_paths` puts paths (a ``ValidLocations``)."""
-
-    def add_all(self, locations: Iterable[str]) -> int: ...
-
-    def add_grouped(self, groups: Iterable[tuple[str, str]]) -> int: ...
-
-
-@dataclass
-class ReachableFiles:
-    """Everything a set of snapshots reaches (module docstring)."""
-
-    snapshot_ids: set[int] = field(default_factory=set)
-    manifest_lists: dict[str, int] = field(default_factory=dict)
-    manifests: dict[str, ManifestRef] = field(default_factory=dict)
-    content_files: dict[str, ContentRef] = field(default_factory=dict)
-    statistics_files: dict[str, int] = field(default_factory=dict)
-    partition_statistics_files: dict[str, int] = field(default_factory=dict)
-    missing: list[str] = field(default_factory=list)
-
-    def all_paths(self) -> set[str]:
-        """Every location reached (manifest lists, manifests, content and statistics files)."""
-        paths = set(self.manifest_lists)
-        paths.update(self.manifests)
-        paths.update(self.content_files)
-        paths.update(self.statistics_files)
-        paths.update(self.partition_statistics_files)
-        return paths
-
-    def merge(self, other: ReachableFiles) -> ReachableFiles:
-        """Fold ``other`` into this set (first-seen rows win) and return self."""
-        self.snapshot_ids.update(other.snapshot_ids)
-        self.manifest_lists = {**other.manifest_lists, **self.manifest_lists}
-        self.manifests = {**other.manifests, **self.manifests}
-        self.content_files = {**other.content_files, **self.content_files}
-        self.statistics_files = {**other.statistics_files, **self.statistics_files}
-        self.partition_statistics_files = {
-            **other.partition_statistics_files,
-            **self.partition_statistics_files,
-        }
-        self.missing += [m for m in other.missing if m not in self.missing]
-        return self
-
-    def counts(self) -> dict[str, int]:
-        """Counts by kind, for results and progress."""
-        return {
-            "snapshots": len(self.snapshot_ids),
-            "manifestLists": len(self.manifest_lists),
-            "manifests": len(self.manifests),
-            "contentFiles": len(self.content_files),
-            "statisticsFiles": len(self.statistics_files) + len(self.partition_statistics_files),
-        }
-
-
-# -- fetching ------------------------------------------------------------------------------------
-
-
-def fetch_metadata_file(table: IcebergTable, location: str, referenced_by: str) -> bytes:
-    """A manifest list's or manifest's bytes through pyiceberg's FileIO (every scheme of the metadata).
-
-    Raises:
-        MissingMetadataError: The file does not exist.
-    """
-    try:
-        local = _local_path(table, location)
-        if local is not None:
-            with open(local, "rb") as handle:
-                return handle.read()
-        with table.table.io.new_input(location).open() as stream:
-            return bytes(stream.read())
-    except FileNotFoundError as exc:
-        raise MissingMetadataError(location, referenced_by) from exc
-    except OSError as exc:
-        text = str(exc).lower()
-        if "not found" in text or "no such file" in text or "does not exist" in text or "nosuchkey" in text:
-            raise MissingMetadataError(location, referenced_by) from exc
-        raise
-
-
-def _local_path(table: IcebergTable, location: str) -> str | None:
-    """The local path of a ``file:`` or scheme-less location of a table on local disk (read with ``open``:
-    far cheaper per file than a pyarrow stream), else None."""
-    if not table.io.is_local:
-        return None
-    scheme, authority, path = split_location(location)
-    if scheme not in (None, "file") or authority not in (None, "", "localhost") or not path.startswith("/"):
-        return None
-    return path
 
 
 class ReachabilityReader:
@@ -295,7 +207,7 @@ class ReachabilityReader:
             return None
         sizes: list[int] = []
         for index, location in enumerate(locations):
-            path = _local_path(self.table, location)
+            path = local_path(self.table, location)
             if path is None:
                 return None
             if known is not None and known[index] > 0:
@@ -314,16 +226,16 @@ class ReachabilityReader:
         parents: dict[str, str],
         progress: Progress,
     ) -> None:
-        """The other process (:func:`_decode_lists_apart`) returns, per list, its size and rows, or only
+        """The other process (:func:`decode_lists_apart`) returns, per list, its size and rows, or only
         its own rows and the parent list they were carried over from (the rest are that list's rows), or
         that it is missing; the rows are then cached here exactly as a one-process :meth:`_load` caches
         them. Each process that will read manifests and lacks their scanner compiles it after its lists
         (this one unless warmed, the plan's helper once), and the other takes more of the lists."""
         here_compiles = not scanners_ready("manifest")
         helper = forked.context() if forked.helper_open() else None
-        there_compiles = helper is not None and not helper.get(_HELPER_HAS_SCANNER)
+        there_compiles = helper is not None and not helper.get(HELPER_HAS_SCANNER)
         share = 0.5 + _COMPILE_SHARE * (here_compiles - there_compiles)
-        cut = _half_by_bytes(sizes, share)
+        cut = half_by_bytes(sizes, share)
         older, newer = wanted[:cut], wanted[cut:]
         known = set(self._lists)
         decode = self._list_decoder(parents)
@@ -334,10 +246,10 @@ class ReachabilityReader:
                 self._compile_manifest_scanner([location for location, _ in reversed(newer)])
 
         ours = {location: parents[location] for location, _ in older if location in parents}
-        task = (_Here(self), older, ours, known, there_compiles)
-        theirs, _ = forked.run_split(_decode_lists_apart, task, mine)
+        task = (Here(self), older, ours, known, there_compiles)
+        theirs, _ = forked.run_split(decode_lists_apart, task, mine)
         if helper is not None and there_compiles:
-            helper[_HELPER_HAS_SCANNER] = True
+            helper[HELPER_HAS_SCANNER] = True
         for location, size, value in theirs:
             if size is None:
                 self._missing[location] = MissingMetadataError(location, value)
@@ -508,9 +420,9 @@ class ReachabilityReader:
         sink: PathSink,
         progress: Progress,
     ) -> None:
-        """The older half (by work, :func:`_half_by_bytes`) decoded by the other process, whose paths enter
+        """The older half (by work, :func:`half_by_bytes`) decoded by the other process, whose paths enter
         ``sink`` grouped by directory (:class:`_ByDirectory`); this half's enter as they are decoded."""
-        cut = _half_by_bytes(sizes)
+        cut = half_by_bytes(sizes)
         older, newer = manifests[:cut], manifests[cut:]
 
         def take(_: ManifestRef, paths: list[str]) -> None:
@@ -518,10 +430,10 @@ class ReachabilityReader:
             progress.advance()
 
         (groups, plain), _ = forked.run_split(
-            _live_paths_apart, (_Here(self), older), lambda: self._add_live_paths(newer, take)
+            live_paths_apart, (Here(self), older), lambda: self._add_live_paths(newer, take)
         )
         self.manifests_read += len(older)
-        sink.add_grouped(_drained(groups))  # each group's string is freed once its names are in
+        sink.add_grouped(drained(groups))  # each group's string is freed once its names are in
         sink.add_all(plain)
         for _ in older:
             progress.advance()
@@ -553,29 +465,6 @@ class ReachabilityReader:
 
 def _referenced_by(manifest: ManifestRef) -> str:
     return f"a manifest list (manifest added by snapshot {manifest.added_snapshot_id})"
-
-
-def load_one(table: IcebergTable, kind: str, location: str, referenced_by: str) -> tuple[int, Any]:
-    """Fetch and decode one manifest list (``kind="manifest-list"``) or manifest: ``(size, rows)``, or
-    ``(0, MissingMetadataError)`` for a missing file. The unit of work a distributed :data:`Loader` runs."""
-    try:
-        data = fetch_metadata_file(table, location, referenced_by)
-    except MissingMetadataError as exc:
-        return 0, exc
-    decode = decode_manifest_list if kind == "manifest-list" else decode_manifest_paths
-    return len(data), decode(data, location)
-
-
-def statistics_of(metadata: Any, snapshot_ids: Collection[int]) -> tuple[dict[str, int], dict[str, int]]:
-    """(statistics, partition statistics) files of ``metadata`` whose snapshot is in ``snapshot_ids``."""
-    ids = set(snapshot_ids)
-    stats = {s.statistics_path: s.snapshot_id for s in metadata.statistics if s.snapshot_id in ids}
-    partition = {
-        s.statistics_path: s.snapshot_id
-        for s in (getattr(metadata, "partition_statistics", None) or [])
-        if s.snapshot_id in ids
-    }
-    return stats, partition
 
 
 def reachable_files(
@@ -647,7 +536,9 @@ def reachable_files(
 __all__ = [
     "CONTENT_KINDS",
     "ContentRef",
+    "Loader",
     "ManifestRef",
+    "PathSink",
     "ReachabilityReader",
     "ReachableFiles",
     "decode_manifest_list",
