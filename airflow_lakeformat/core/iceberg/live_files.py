@@ -31,6 +31,7 @@ from pyiceberg.table.snapshots import Snapshot
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
 from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS, read_manifests
+from airflow_lakeformat.core.iceberg.reach_fetch import fetch_metadata_file
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
@@ -149,22 +150,12 @@ class _SingleFileIO:
 
 
 def fetch_manifest(table: IcebergTable, manifest: ManifestFile, referenced_by: str) -> bytes:
-    """A manifest's bytes through pyiceberg's FileIO (which understands every scheme in the metadata).
+    """A manifest's bytes (``reach_fetch.fetch_metadata_file``: every scheme in the metadata).
 
     Raises:
         MissingMetadataError: The manifest does not exist.
     """
-    location = manifest.manifest_path
-    try:
-        with table.table.io.new_input(location).open() as stream:
-            return bytes(stream.read())
-    except FileNotFoundError as exc:
-        raise MissingMetadataError(location, referenced_by) from exc
-    except OSError as exc:
-        text = str(exc).lower()
-        if "not found" in text or "no such file" in text or "does not exist" in text:
-            raise MissingMetadataError(location, referenced_by) from exc
-        raise
+    return fetch_metadata_file(table, manifest.manifest_path, referenced_by)
 
 
 def default_decoder() -> ManifestDecoder:

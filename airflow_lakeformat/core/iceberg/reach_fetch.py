@@ -1,31 +1,25 @@
-"""Fetching one manifest list or manifest: the unit of work of a reachability read.
+"""Fetching one manifest list or manifest's bytes, for every reader of Iceberg metadata files.
 
 A file of a table on local disk (a ``file:`` or scheme-less location) is read with ``open``, far cheaper
 per file than a pyarrow stream; every other location through pyiceberg's FileIO, so every scheme the
-metadata names is read. A missing file is :class:`MissingMetadataError` naming it and what referenced it;
-other errors propagate unchanged. :func:`load_one` adds the decode (``reach_decode``), the unit a
-distributed :data:`Loader` (the Spark jobs' executors) runs.
+metadata names is read. A missing file is :class:`MissingMetadataError` naming it and what referenced it
+(``FileNotFoundError``, or an ``OSError`` whose text says the object is missing, as object stores' clients
+raise it); other errors propagate unchanged.
 
 Example::
 
-    size, rows = load_one(table, "manifest-list", snapshot.manifest_list, "the current snapshot")
+    data = fetch_metadata_file(table, snapshot.manifest_list, "the current snapshot")
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from airflow_lakeformat.core.errors import MissingMetadataError
 from airflow_lakeformat.core.iceberg.location import split_location
-from airflow_lakeformat.core.iceberg.reach_decode import decode_manifest_list, decode_manifest_paths
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.table import IcebergTable
-
-# A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
-# MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
-Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
 
 
 def fetch_metadata_file(table: IcebergTable, location: str, referenced_by: str) -> bytes:
@@ -61,15 +55,4 @@ def local_path(table: IcebergTable, location: str) -> str | None:
     return path
 
 
-def load_one(table: IcebergTable, kind: str, location: str, referenced_by: str) -> tuple[int, Any]:
-    """Fetch and decode one manifest list (``kind="manifest-list"``) or manifest: ``(size, rows)``, or
-    ``(0, MissingMetadataError)`` for a missing file. The unit of work a distributed :data:`Loader` runs."""
-    try:
-        data = fetch_metadata_file(table, location, referenced_by)
-    except MissingMetadataError as exc:
-        return 0, exc
-    decode = decode_manifest_list if kind == "manifest-list" else decode_manifest_paths
-    return len(data), decode(data, location)
-
-
-__all__ = ["Loader", "fetch_metadata_file", "load_one", "local_path"]
+__all__ = ["fetch_metadata_file", "local_path"]

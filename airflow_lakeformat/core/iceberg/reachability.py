@@ -85,7 +85,7 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_paths,
     scanners_ready,
 )
-from airflow_lakeformat.core.iceberg.reach_fetch import Loader, fetch_metadata_file, load_one, local_path
+from airflow_lakeformat.core.iceberg.reach_fetch import fetch_metadata_file, local_path
 from airflow_lakeformat.core.iceberg.reach_lists import SharedList, decode_manifest_list_shared
 from airflow_lakeformat.core.iceberg.reach_result import PathSink, ReachableFiles, statistics_of
 from airflow_lakeformat.core.iceberg.reach_split import (
@@ -107,6 +107,10 @@ _COMPILE_SHARE = 0.1
 # Local files of at least this many bytes in one call are decoded half in a forked child (core/forked.py):
 # below it the fork (about 10 ms) costs more than the second core gives.
 FORK_MIN_BYTES = 8 << 20
+
+# A bulk loader: (kind "manifest-list" | "manifest", [(location, referenced_by)]) -> [(size, rows or
+# MissingMetadataError)] in input order. The default fetches on threads; the Spark jobs load on executors.
+Loader = Callable[[str, list[tuple[str, str]]], list[tuple[int, Any]]]
 
 
 class ReachabilityReader:
@@ -465,6 +469,17 @@ class ReachabilityReader:
 
 def _referenced_by(manifest: ManifestRef) -> str:
     return f"a manifest list (manifest added by snapshot {manifest.added_snapshot_id})"
+
+
+def load_one(table: IcebergTable, kind: str, location: str, referenced_by: str) -> tuple[int, Any]:
+    """Fetch and decode one manifest list (``kind="manifest-list"``) or manifest: ``(size, rows)``, or
+    ``(0, MissingMetadataError)`` for a missing file. The unit of work a distributed :data:`Loader` runs."""
+    try:
+        data = fetch_metadata_file(table, location, referenced_by)
+    except MissingMetadataError as exc:
+        return 0, exc
+    decode = decode_manifest_list if kind == "manifest-list" else decode_manifest_paths
+    return len(data), decode(data, location)
 
 
 def reachable_files(
