@@ -30,8 +30,37 @@ step "ruff check" .venv/bin/ruff check .
 step "ruff format" .venv/bin/ruff format --check .
 step "mypy" .venv/bin/mypy airflow_lakeformat
 step "lint-imports" .venv/bin/lint-imports
-# Every test, all markers, nothing deselected.
-step "pytest" .venv/bin/python -m pytest -p no:cacheprovider
+# Every test, all markers, nothing deselected, in two pytest processes at once: the suite spends much
+# of its time waiting on subprocesses (JVMs, Airflow, pypaimon), so one process leaves a core idle; on
+# a slow 2-core machine one process took 79 min of CI's 90. Stream A: tests/airflow and tests/spark;
+# stream B: every other directory (a new one lands there). Each stream's output is printed whole when
+# both are done, then one closing line with the sums.
+pytest_streams() {
+  local log_a log_b pid_a pid_b rc_a rc_b
+  log_a="$(mktemp)"; log_b="$(mktemp)"
+  .venv/bin/python -m pytest -p no:cacheprovider --durations=15 tests/airflow tests/spark >"$log_a" 2>&1 &
+  pid_a=$!
+  .venv/bin/python -m pytest -p no:cacheprovider --durations=15 tests \
+    --ignore=tests/airflow --ignore=tests/spark >"$log_b" 2>&1 &
+  pid_b=$!
+  wait "$pid_a"; rc_a=$?
+  wait "$pid_b"; rc_b=$?
+  echo "---- stream A (tests/airflow, tests/spark): exit $rc_a"; cat "$log_a"
+  echo "---- stream B (every other test directory): exit $rc_b"; cat "$log_b"
+  python3 - "$log_a" "$log_b" <<'PY'
+import re, sys
+passed = failed = 0
+for log in sys.argv[1:]:
+    lines = [l for l in open(log, errors="replace") if re.match(r"^=+ .* in [0-9.]+s", l)]
+    last = lines[-1] if lines else ""
+    passed += sum(int(n) for n in re.findall(r"(\d+) passed", last))
+    failed += sum(int(n) for n in re.findall(r"(\d+) (?:failed|errors?)", last))
+print(f"pytest: {passed} passed, {failed} failed")
+PY
+  rm -f "$log_a" "$log_b"
+  [ "$rc_a" -eq 0 ] && [ "$rc_b" -eq 0 ]
+}
+step "pytest" pytest_streams
 
 echo "test.sh: total $(elapsed "$T0") s"
 if [ "${#failed[@]}" -ne 0 ]; then
