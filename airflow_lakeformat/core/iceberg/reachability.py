@@ -52,10 +52,11 @@ local disk in the calling thread) and decoded in the calling thread. A missing f
 one :class:`CorruptMetadataError`, both naming the file; nothing is ever silently skipped, so callers
 that delete can rely on a complete set or an exception.
 
-Where the parts live: fetching one file and the distributed unit of work in ``reach_fetch``, the
-result type and the statistics look-up in ``reach_result``, decoding in ``reach_decode`` (shared fast-append
-lists in ``reach_lists``), and the halves of a read split over two processes in ``reach_split``; this
-module holds the per-run reader and the walk over snapshots.
+Where the parts live: fetching one file's bytes in ``reach_fetch`` (shared with ``live_files``), the
+result type and the statistics look-up in ``reach_result``, decoding in ``reach_decode`` (shared
+fast-append lists in ``reach_lists``), and the halves of a read split over two processes in
+``reach_split``; this module holds the per-run reader, the distributed unit of work (:func:`load_one`,
+:data:`Loader`) and the walk over snapshots.
 
 Example::
 
