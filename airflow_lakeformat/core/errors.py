@@ -103,6 +103,11 @@ class TableAlreadyExistsError(LakeformatError, FileExistsError):
         super().__init__(f"{location}: a Paimon table already exists here")
 
 
+class UsageError(LakeformatError, ValueError):
+    """The request is wrong as given (conflicting flags, a malformed schema or partition spec, a name that
+    needs a catalog): refused before anything was created or changed. Exit code 2, as a usage mistake."""
+
+
 class CommitConflictError(LakeformatError):
     """The commit contradicts the current table (a DELETE of a file that is not live, a duplicate ADD).
 
@@ -123,7 +128,9 @@ class CommitStateUnknownError(LakeformatError):
 
 
 class RegisterError(LakeformatError, ValueError):
-    """A file cannot be added to the table as it is (wrong place, wrong schema, unsupported table)."""
+    """The input does not fit the table (exit code 11): a file in the wrong place, a column the table lacks,
+    a type that could change values if converted, a value its column cannot hold (``SourceValueError``),
+    a table this write cannot serve. Raised before anything is committed; nothing the write made is kept."""
 
     def __init__(self, path: str, problem: str) -> None:
         self.path = path
@@ -202,10 +209,12 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, 
     6,
 )
 EXIT_COMMIT_REFUSED, EXIT_COMMIT_UNKNOWN, EXIT_MAINTENANCE_REFUSED, EXIT_DELETE_FAILED = 7, 8, 9, 10
+EXIT_INPUT_REFUSED = 11  # the input does not fit the table (a value, a column, a file): nothing written
 
 # Checked in order, so a subclass listed before its base wins (UnsupportedFormatError is no
 # CorruptMetadataError, but MissingMetadataError is one).
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
+    (UsageError, EXIT_USAGE),
     (TableNotFoundError, EXIT_NO_TABLE),
     (UnsupportedFormatError, EXIT_UNSUPPORTED),
     (CorruptMetadataError, EXIT_CORRUPT),
@@ -217,6 +226,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (MaintenanceRefusedError, EXIT_MAINTENANCE_REFUSED),
     (PlanOutdatedError, EXIT_MAINTENANCE_REFUSED),
     (DeletionFailedError, EXIT_DELETE_FAILED),
+    (RegisterError, EXIT_INPUT_REFUSED),
 )
 
 

@@ -9,6 +9,7 @@ change the wording. Nothing here imports a Paimon module.
 from __future__ import annotations
 
 from airflow_lakeformat.core.errors import (
+    TableAlreadyExistsError,
     TableNotFoundError,
     UnsupportedFormatError,
 )
@@ -30,6 +31,19 @@ class IcebergTableNotFoundError(TableNotFoundError):
 
     def __str__(self) -> str:
         return f"{self.location}: not an Iceberg table ({self.reason})"
+
+
+class IcebergTableAlreadyExistsError(TableAlreadyExistsError):
+    """``create_table`` found an Iceberg table at the location or under the catalog identifier."""
+
+    def __init__(self, location: str, reason: str = "an Iceberg table already exists here") -> None:
+        # Bypass TableAlreadyExistsError's Paimon wording, keep its attribute.
+        self.location = location
+        self.reason = reason
+        FileExistsError.__init__(self, f"{location}: {reason}")
+
+    def __str__(self) -> str:
+        return f"{self.location}: {self.reason}"
 
 
 class ReadOnlyTableError(UnsupportedFormatError):
