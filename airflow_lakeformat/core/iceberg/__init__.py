@@ -10,6 +10,8 @@ Imports neither airflow, pyspark nor the Paimon modules of the core; only the fo
 * ``manifests``, ``live_files``, ``manifest_decode``, ``partition_values``: reading manifests;
 * ``snapshots``, ``files``, ``inspect``, ``split_offsets``: the JSON documents;
 * ``commit`` (the retry loop) and ``write`` (append, add_files);
+* ``table_definition`` (a new table's schema, partition spec and properties, checked) and ``create``
+  (create it in a catalog or at a Hadoop-layout path);
 * ``manifest_compaction`` (plan, commit a ``replace`` snapshot), ``manifest_rewrite`` (full: Java's
   ``RewriteManifests``), ``manifest_merge`` (minor: ``ManifestMergeManager``), ``manifest_writer``;
 * ``orphans`` (Java's ``DeleteOrphanFilesSparkAction``: plan, execute, audit report), ``orphan_listing``
