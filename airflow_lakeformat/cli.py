@@ -16,6 +16,7 @@ code  meaning
 8     a commit's outcome is unknown: re-run with the same --commit-user and --commit-identifier
 9     maintenance refused (unsafe settings, unsupported feature, outdated plan): nothing was deleted
 10    some files could not be deleted after retries: later phases were not run; re-run to finish
+11    the input does not fit the table (a value, a column, a type, a file): nothing was written
 ====  =========================================================
 """
 
@@ -30,7 +31,7 @@ from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
-from airflow_lakeformat import __version__, cli_iceberg
+from airflow_lakeformat import __version__, cli_create, cli_iceberg
 from airflow_lakeformat.core import progress
 
 # The exit codes are part of this module's contract (scripts and tests use cli.EXIT_*): re-exported.
@@ -39,6 +40,7 @@ from airflow_lakeformat.core.errors import EXIT_COMMIT_UNKNOWN as EXIT_COMMIT_UN
 from airflow_lakeformat.core.errors import EXIT_CORRUPT as EXIT_CORRUPT
 from airflow_lakeformat.core.errors import EXIT_DELETE_FAILED as EXIT_DELETE_FAILED
 from airflow_lakeformat.core.errors import EXIT_ERROR as EXIT_ERROR
+from airflow_lakeformat.core.errors import EXIT_INPUT_REFUSED as EXIT_INPUT_REFUSED
 from airflow_lakeformat.core.errors import EXIT_MAINTENANCE_REFUSED as EXIT_MAINTENANCE_REFUSED
 from airflow_lakeformat.core.errors import EXIT_NO_TABLE as EXIT_NO_TABLE
 from airflow_lakeformat.core.errors import EXIT_NOT_FOUND as EXIT_NOT_FOUND
@@ -50,9 +52,7 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.io import parse_storage_options
 from airflow_lakeformat.core.maintenance.results import human_bytes
-from airflow_lakeformat.core.paimon.arrow_types import fields_from_arrow, fields_from_arrow_json
 from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
-from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 from airflow_lakeformat.core.paimon.live_files import live_files
 from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import Mode, compact_manifests
@@ -64,25 +64,12 @@ from airflow_lakeformat.core.paimon.summary import manifest_rows, summarize_snap
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from airflow_lakeformat.core.paimon.write.register import register_files
+from airflow_lakeformat.core.paimon.write.rows import write_schema
 from airflow_lakeformat.core.paimon.written_files import commit_written_files
 from airflow_lakeformat.core.sources import read_source
 from airflow_lakeformat.core.units import parse_duration
 
-
-def load_fields(path: str) -> list[dict[str, Any]]:
-    """Fields from a Paimon-style JSON field list or schema, Arrow-style JSON, or a Parquet file's schema."""
-    if path.endswith(".parquet"):
-        import pyarrow.parquet as pq
-
-        return fields_from_arrow(pq.read_schema(path))
-    with open(path, encoding="utf-8") as handle:
-        document = json.load(handle)
-    fields = document.get("fields", document) if isinstance(document, dict) else document
-    if not isinstance(fields, list) or not all(
-        isinstance(f, dict) and "name" in f and "type" in f for f in fields
-    ):
-        raise ValueError(f"{path}: expected a list of fields with 'name' and 'type'")
-    return [fields_from_arrow_json(f) for f in fields]
+load_fields = cli_create.load_fields  # create-table's schema reader lives with the command (cli_create.py)
 
 
 def _open(args: argparse.Namespace) -> Table:
@@ -281,18 +268,8 @@ def cmd_remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def cmd_create_table(args: argparse.Namespace, out: TextIO) -> None:
-    fields = load_fields(args.schema)
-    schema = schema_from_fields(
-        fields,
-        _split(args.partition_keys),
-        _split(args.primary_keys),
-        options=dict(_key_value(o) for o in args.option or []),
-    )
-    table = create_table(args.table, schema, parse_storage_options(args.storage_option))
-    if args.json:
-        _emit_json({"table": table.uri, "schema": schema.to_json()}, out)
-        return
-    out.write(f"created {table.uri} (schema 0, {len(schema.fields)} fields)\n")
+    """A Paimon table, or an Iceberg one with --format iceberg or a catalog (``cli_create.py``)."""
+    cli_create.create_table(args, out)
 
 
 def _commit_files(args: argparse.Namespace, table: Table, added: list[ManifestEntry], out: TextIO) -> None:
@@ -357,7 +334,7 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> None:
     if (iceberg := cli_iceberg.open_iceberg(args)) is not None:
         return cli_iceberg.write(iceberg, args, out)
     table = _open(args)
-    data = read_source(args.source, parse_storage_options(args.storage_option))
+    data = read_source(args.source, write_schema(table.schema), parse_storage_options(args.storage_option))
     overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
     added = write_data_files(table, data)
     done = commit_written_files(
@@ -368,17 +345,6 @@ def cmd_write(args: argparse.Namespace, out: TextIO) -> None:
         commit_identifier=_identifier(args),
     )
     _print_commit(args, table, done.result, added, done.deletes, out, done.discarded)
-
-
-def _split(text: str | None) -> list[str]:
-    return [part.strip() for part in (text or "").split(",") if part.strip()]
-
-
-def _key_value(pair: str) -> tuple[str, str]:
-    key, sep, value = pair.partition("=")
-    if not sep or not key:
-        raise ValueError(f"option {pair!r} is not of the form KEY=VALUE")
-    return key, value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -496,16 +462,35 @@ def build_parser() -> argparse.ArgumentParser:
     )
     write.add_argument("--from", dest="source", required=True, metavar="FILE")
     add_commit_options(write)
-    create = add("create-table", cmd_create_table, "create a table (writes schema/schema-0)")
+    create = add(
+        "create-table",
+        cmd_create_table,
+        "create a Paimon table (schema/schema-0), or an Iceberg table (format v2) with --format iceberg or a "
+        "catalog: namespace.table in the catalog, else a Hadoop-layout table at the path",
+    )
     create.add_argument(
         "--schema",
         required=True,
         metavar="FILE",
         help="Paimon-style field list (JSON), Arrow-style JSON, or a Parquet file",
     )
-    create.add_argument("--partition-keys", metavar="A,B")
-    create.add_argument("--primary-keys", metavar="A,B")
-    create.add_argument("--option", action="append", metavar="KEY=VALUE", help="table option (repeatable)")
+    create.add_argument(
+        "--partition-keys",
+        metavar="A,B",
+        help="partition columns; Iceberg also takes transforms: years(ts) months(ts) days(ts) hours(ts) "
+        "bucket(16, id) truncate(4, name)",
+    )
+    create.add_argument(
+        "--primary-keys",
+        metavar="A,B",
+        help="Paimon primary keys; Iceberg identifier fields (NOT NULL columns)",
+    )
+    create.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="table option; Iceberg table property, format-version=1|2 (repeatable)",
+    )
     return parser
 
 
