@@ -500,5 +500,5 @@ def test_an_expiry_plan_reads_each_snapshot_manifest_list_and_manifest_once(tmp_
     manager = table.snapshot_manager
     boundary = [manager.snapshot(i) for i in range(1, 10)] + list(manager.tags().values())
     assert lists == {s.base_manifest_list for s in boundary} | {s.delta_manifest_list for s in boundary}
-    assert len(snapshots) == 9  # the expired ones and the first retained one, nothing twice
+    assert len(snapshots) == 10  # the whole history (earliest to latest) is parsed, nothing twice
     assert (plan.manifest_lists_read, plan.manifests_read) == (len(lists), len(metadata) - len(lists))

@@ -120,9 +120,12 @@ class TableSummary:
 
 
 def summarize_table(table: Table) -> TableSummary:
+    """The summary; every snapshot file is parsed, since the summary reports the snapshot range (an
+    unreadable one is CorruptMetadataError naming it, not a count that includes it)."""
     schema = table.schema
     manager = table.snapshot_manager
     latest = manager.latest_snapshot()
+    history = table.read_snapshots(manager.list_snapshot_ids())
     threshold = schema.table_options.target_file_size // SMALL_FILE_RATIO
     files = live_entries(table, latest) if latest else []
     manifests = [m for group in table.data_manifests(latest) for m in group] if latest else []
@@ -136,7 +139,7 @@ def summarize_table(table: Table) -> TableSummary:
         options=schema.table_options.effective(),
         earliest_snapshot=manager.earliest_snapshot_id(),
         latest_snapshot=latest.id if latest else None,
-        snapshot_count=len(manager.list_snapshot_ids()),
+        snapshot_count=len(history),
         latest_commit_kind=latest.commit_kind.value if latest else None,
         latest_time_millis=latest.time_millis if latest else None,
         tags={name: tag.id for name, tag in manager.tags().items()},

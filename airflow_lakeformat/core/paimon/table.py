@@ -11,6 +11,7 @@ from typing import Any, TypeVar
 from airflow_lakeformat.core.errors import (
     CorruptMetadataError,
     MissingMetadataError,
+    SnapshotNotFoundError,
     TableNotFoundError,
     UnsupportedFormatError,
 )
@@ -102,6 +103,27 @@ class Table:
             raise UnsupportedFormatError(
                 self.uri, f"manifest.format={options.manifest_format!r} (only avro manifests are supported)"
             )
+
+    # -- snapshots -----------------------------------------------------------------------------
+
+    def read_snapshots(self, ids: Sequence[int]) -> list[Snapshot]:
+        """The snapshots ``ids`` names, in order, each parsed (fetched on ``read_parallelism`` threads from
+        object stores, in order from a local disk).
+
+        A snapshot listed but gone when read was removed by a concurrent expiry: left out, as Paimon's
+        readers do. One that exists but cannot be parsed (truncated, garbage, another id) raises
+        CorruptMetadataError naming the file.
+        """
+        manager = self.snapshot_manager
+
+        def read(snapshot_id: int) -> Snapshot | None:
+            try:
+                return manager.snapshot(snapshot_id)
+            except SnapshotNotFoundError:
+                return None
+
+        found = map(read, ids) if self.io.is_local else self.parallel_imap(read, ids)
+        return [snapshot for snapshot in found if snapshot is not None]
 
     # -- manifests -----------------------------------------------------------------------------
 

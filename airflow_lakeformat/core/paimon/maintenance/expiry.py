@@ -16,7 +16,11 @@ Deletion order (each step idempotent, so re-running after a crash anywhere conve
 Stricter than Paimon: protection is by file name over *all* tags of every branch and each branch's
 earliest snapshot (Paimon checks the nearest tag only and ignored branch tags, #9867); metadata
 that protects anything must be readable or nothing is deleted; only the ``main`` branch is expired;
-decoupled changelogs are refused.
+decoupled changelogs are refused. Every snapshot file from the earliest to the latest is parsed before
+anything is planned (Paimon reads only the ones its rules reach): one that exists but is truncated,
+garbage or holds another id is CorruptMetadataError, since expiring is no answer on a table whose
+history cannot be read (and removes the snapshots a repair could roll back to). One listed but gone
+when read was removed by a concurrent expiry, as Paimon's readers assume (``Table.read_snapshots``).
 """
 
 from __future__ import annotations
@@ -359,6 +363,7 @@ def plan_snapshot_expiry(
     now_millis = int(clock() * 1000)
     decisions: list[str] = []
     reader = MetadataReader(table)
+    reader.history()  # a history that cannot be read is not shortened (module docstring)
     earliest, latest, begin, end = _expiry_range(
         manager, options, protection, now_millis, decisions, reader.snapshot
     )

@@ -124,6 +124,23 @@ class MetadataReader:
             self._snapshots[snapshot_id] = snapshot
         return snapshot
 
+    def snapshots(self, ids: list[int]) -> list[Snapshot]:
+        """The snapshots of ``ids`` that exist, each read once (``Table.read_snapshots``: one gone since it
+        was listed is left out, one that cannot be parsed raises CorruptMetadataError)."""
+        unread = [i for i in ids if i not in self._snapshots]
+        for snapshot in self.table.read_snapshots(unread):
+            self.reads["snapshot"] += 1
+            self._snapshots[snapshot.id] = snapshot
+        return [self._snapshots[i] for i in ids if i in self._snapshots]
+
+    def history(self) -> list[Snapshot]:
+        """Every snapshot of the table's branch from the earliest to the latest, parsed (:meth:`snapshots`)."""
+        manager = self.table.snapshot_manager
+        earliest, latest = manager.earliest_snapshot_id(), manager.latest_snapshot_id()
+        if earliest is None or latest is None:
+            return []
+        return self.snapshots([i for i in manager.list_snapshot_ids() if earliest <= i <= latest])
+
     def list_blocks(self, name: str, referenced_by: str) -> tuple[int, ...]:
         """The blocks of a manifest list (rows: ``self.lists.blocks[i]``); MissingMetadataError if absent."""
         blocks = self._list_blocks.get(name)
