@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import ManifestCompactionResult
     from airflow_lakeformat.core.paimon.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
     from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.core.sources import WriteSchema
 
 ManifestMode = Literal["full", "minor"]
 
@@ -117,6 +118,12 @@ class PaimonTable:
     def uri(self) -> str:
         return self.native.uri
 
+    def write_schema(self) -> WriteSchema:
+        """The columns a write must deliver, for ``core.sources.read_source`` (Paimon's types and names)."""
+        from airflow_lakeformat.core.paimon.write.rows import write_schema
+
+        return write_schema(self.native.schema)
+
     def __repr__(self) -> str:
         return f"PaimonTable({self.uri!r})"
 
@@ -133,6 +140,12 @@ class IcebergLakeTable:
     @property
     def uri(self) -> str:
         return self.native.name
+
+    def write_schema(self) -> WriteSchema:
+        """The columns a write must deliver, for ``core.sources.read_source`` (the current schema's)."""
+        from airflow_lakeformat.core.iceberg.write import write_schema
+
+        return write_schema(self.native)
 
     def __repr__(self) -> str:
         return f"IcebergLakeTable({self.uri!r})"

@@ -33,7 +33,7 @@ from airflow_lakeformat.core.paimon.write.data_file_meta import data_file_meta_f
 from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from airflow_lakeformat.core.paimon.write.layout import locate
 from airflow_lakeformat.core.paimon.write.register import register_files
-from airflow_lakeformat.core.sources import read_source
+from airflow_lakeformat.core.sources import WriteSchema, read_source
 
 
 def make_table(
@@ -577,9 +577,11 @@ def test_read_source_formats(tmp_path: Path) -> None:
         "\n".join(json.dumps({"id": i, "name": n}) for i, n in [(1, "x"), (2, "y")])
     )
     pq.write_table(pa.table({"id": [1, 2], "name": ["x", "y"]}), tmp_path / "a.parquet")
+    schema = WriteSchema(pa.schema([("id", pa.int32()), ("name", pa.string())]), {"id": "INT"})
     for name in ("a.csv", "a.jsonl", "a.parquet"):
-        read = read_source(str(tmp_path / name))
+        read = read_source(str(tmp_path / name), schema)
+        assert read.schema == schema.arrow  # the table's types, whatever the file held (int64 for parquet)
         assert read.column("id").to_pylist() == [1, 2] and read.column("name").to_pylist() == ["x", "y"]
     (tmp_path / "a.txt").write_text("x")
     with pytest.raises(RegisterError, match="unsupported source format"):
-        read_source(str(tmp_path / "a.txt"))
+        read_source(str(tmp_path / "a.txt"), schema)

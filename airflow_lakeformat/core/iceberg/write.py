@@ -1,7 +1,10 @@
 """Appending to Iceberg tables through pyiceberg's ``Transaction``, committed by ``commit.commit_with_retry``.
 
 * :func:`append` writes an Arrow table as new data files (pyiceberg ``Transaction.append``: Parquet files,
-  then a ``fast_append`` snapshot, or ``merge_append`` when ``commit.manifest-merge.enabled=true``).
+  then a ``fast_append`` snapshot, or ``merge_append`` when ``commit.manifest-merge.enabled=true``). The rows
+  are first made into the table's columns by ``core/sources`` (:func:`write_schema`): a column is converted
+  only where no value can change, anything else is a one-line typed error naming the column, raised before
+  a file is written (pyiceberg's own check answers with a multi-line table).
 * :func:`add_files` registers existing Parquet files (``Transaction.add_files``; partition values are read
   from the footers' statistics, so each file must hold one partition of non-identity transforms).
 * :func:`append_data_files` commits ``DataFile`` records built by the caller (``fast_append`` +
@@ -27,6 +30,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from airflow_lakeformat.core.iceberg.commit import RetryPolicy, commit_with_retry
 from airflow_lakeformat.core.iceberg.errors import MissingWriteDependencyError
 from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.sources import WriteSchema, conform_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -39,6 +43,16 @@ def _head(table: IcebergTable, branch: str) -> int:
     return ref.snapshot_id
 
 
+def write_schema(table: IcebergTable) -> WriteSchema:
+    """The current schema's columns as a write must deliver them (pyiceberg's Arrow types, ``required``
+    fields not nullable), with Iceberg's type names for errors."""
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = table.metadata.schema()
+    arrow = schema_to_pyarrow(schema, include_field_ids=False)
+    return WriteSchema(arrow, {f.name: str(f.field_type) for f in schema.fields})
+
+
 def append(
     table: IcebergTable,
     data: pa.Table,
@@ -46,12 +60,15 @@ def append(
     snapshot_properties: Mapping[str, str] | None = None,
     branch: str = MAIN_BRANCH,
     policy: RetryPolicy | None = None,
+    source: str = "input",
 ) -> int:
     """Append the rows of an Arrow table as a new snapshot.
 
     Args:
         table: A writable table (not read-only, format v1 or v2).
-        data: The rows; its schema must be compatible with the table's.
+        data: The rows: the table's columns (a missing nullable column is NULL); a column of another type
+            is converted only where no value can change (``int32`` -> ``long``), else refused.
+        source: The rows' origin for errors (the input file's path).
         snapshot_properties: Extra snapshot summary properties.
         branch: The branch to commit to.
         policy: Retry policy (default: the table's ``commit.retry.*``).
@@ -60,6 +77,8 @@ def append(
         The id of the new head of ``branch``.
 
     Raises:
+        RegisterError: A column the table lacks, a missing required column, a type that could change
+            values if converted (``SourceValueError`` for a NULL in a required column).
         ReadOnlyTableError, UnsupportedWriteVersionError: Not writable.
         MissingWriteDependencyError: The table's partition transforms need ``pyiceberg-core`` (bucket,
             truncate, year, month, day, hour), which is not installed; raised before any file is written.
@@ -69,6 +88,7 @@ def append(
         >>> snapshot_id = append(open_table("/wh/events"), pa.table({"id": [1, 2]}))  # doctest: +SKIP
     """
     properties = dict(snapshot_properties or {})
+    data = conform_table(data, write_schema(table), source)
 
     def stage(tx: Transaction) -> None:
         try:

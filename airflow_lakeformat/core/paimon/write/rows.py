@@ -1,4 +1,4 @@
-"""Arrow rows made ready for a table: cast to its types, then grouped by partition and bucket."""
+"""Arrow rows made ready for a table: converted to its types (``core/sources``), then grouped by partition and bucket."""
 
 from __future__ import annotations
 
@@ -7,41 +7,23 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_lakeformat.core.errors import RegisterError
 from airflow_lakeformat.core.paimon import binary_row
 from airflow_lakeformat.core.paimon.arrow_types import arrow_schema, internal_values
 from airflow_lakeformat.core.paimon.schema import TableSchema
 from airflow_lakeformat.core.paimon.write.bucketing import row_buckets
 from airflow_lakeformat.core.paimon.write.layout import Layout
+from airflow_lakeformat.core.sources import WriteSchema, conform_table
 
 
-def conform_rows(data: pa.Table, schema: TableSchema) -> pa.Table:
-    """Select, order and cast the input's columns to the table's Arrow types; refuse what does not fit."""
-    target = arrow_schema(schema)
-    names = [f.name for f in schema.fields]
-    extra = [n for n in data.column_names if n not in set(names)]
-    if extra:
-        raise RegisterError("input", f"columns {extra} are not in the table (columns: {names})")
-    if len(set(data.column_names)) != len(data.column_names):
-        raise RegisterError("input", "duplicate column names")
-    arrays = []
-    for f, af in zip(schema.fields, target, strict=True):
-        if f.name not in data.column_names:
-            if not f.type.nullable:
-                raise RegisterError("input", f"NOT NULL column {f.name!r} is missing")
-            arrays.append(pa.nulls(data.num_rows, af.type))
-            continue
-        column = data.column(f.name)
-        try:
-            column = column if column.type == af.type else column.cast(af.type, safe=True)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-            raise RegisterError(
-                "input", f"column {f.name!r} ({column.type}) cannot be cast to {f.type.sql()}: {exc}"
-            ) from exc
-        if not f.type.nullable and column.null_count:
-            raise RegisterError("input", f"NOT NULL column {f.name!r} has {column.null_count} nulls")
-        arrays.append(column)
-    return pa.Table.from_arrays(arrays, schema=target)
+def write_schema(schema: TableSchema) -> WriteSchema:
+    """The table's columns as every write must deliver them (Paimon's Parquet layout and type names)."""
+    return WriteSchema(arrow_schema(schema), {f.name: f.type.sql() for f in schema.fields})
+
+
+def conform_rows(data: pa.Table, schema: TableSchema, source: str = "input") -> pa.Table:
+    """Select, order and convert the input's columns to the table's Arrow types, only where no value can
+    change (``core/sources/conform.py``); refuse what does not fit, typed."""
+    return conform_table(data, write_schema(schema), source)
 
 
 def group_rows(data: pa.Table, layout: Layout) -> dict[tuple[bytes, int], list[int] | None]:

@@ -1,0 +1,65 @@
+"""What a write must produce: the table's columns as Arrow types, and the names the table gives those types.
+
+Each format describes its table once as a :class:`WriteSchema` (Paimon: ``paimon.write.rows.write_schema``;
+Iceberg: ``iceberg.write.write_schema``); the readers of ``core/sources`` turn an input file into exactly
+that Arrow schema or refuse it, so neither format ever sees a column whose type was guessed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from airflow_lakeformat.core.errors import RegisterError
+
+
+@dataclass(frozen=True)
+class WriteSchema:
+    """The table's columns as a write must deliver them.
+
+    Attributes:
+        arrow: one field per table column, in table order, with the table's nullability (``NOT NULL`` /
+            Iceberg ``required`` fields are not nullable) and any field metadata the writer needs.
+        type_names: the table's own name of each column's type (``INT``, ``decimal(10, 2)``), used in errors.
+    """
+
+    arrow: pa.Schema
+    type_names: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.arrow.names)
+
+    def type_name(self, column: str) -> str:
+        return self.type_names.get(column) or str(self.arrow.field(column).type)
+
+
+class SourceValueError(RegisterError):
+    """A value of an input file cannot be stored in its column without changing it.
+
+    Raised before anything is written. ``row`` counts data rows from 1 (a CSV header is not a row); in a
+    JSON-lines file it is the line number, and the message says ``line``.
+    """
+
+    def __init__(self, path: str, row: int | None, column: str, problem: str, *, unit: str = "row") -> None:
+        self.row = row
+        self.column = column
+        where = f"column {column!r}" if row is None else f"{unit} {row}, column {column!r}"
+        if column == "-":
+            where = f"{unit} {row}"
+        super().__init__(path, f"{where}: {problem}")
+
+
+def check_columns(names: list[str], schema: WriteSchema, source: str) -> None:
+    """Refuse duplicate input columns, columns the table lacks and missing ``NOT NULL`` columns."""
+    if len(set(names)) != len(names):
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        raise RegisterError(source, f"duplicate column names {duplicates}")
+    extra = [n for n in names if n not in set(schema.names)]
+    if extra:
+        raise RegisterError(source, f"columns {extra} are not in the table (columns: {schema.names})")
+    for target in schema.arrow:
+        if target.name not in names and not target.nullable:
+            raise RegisterError(source, f"NOT NULL column {target.name!r} is missing")
