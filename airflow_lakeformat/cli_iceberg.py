@@ -146,11 +146,11 @@ def write(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``write --from FILE``: an append through pyiceberg (partition overwrite is not implemented yet)."""
     if args.overwrite is not None:
         refuse(table, "a partition overwrite")
-    from airflow_lakeformat.core.iceberg.write import append
+    from airflow_lakeformat.core.iceberg.write import append, write_schema
     from airflow_lakeformat.core.sources import read_source
 
-    data = read_source(args.source, parse_storage_options(args.storage_option))
-    snapshot_id = append(table, data)
+    data = read_source(args.source, write_schema(table), parse_storage_options(args.storage_option))
+    snapshot_id = append(table, data, source=args.source)
     document = {
         "table": table.name,
         "format": "iceberg",

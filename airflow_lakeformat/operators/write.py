@@ -165,7 +165,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
                 "Snapshot %s already holds this write (identifier %s)", landed.snapshot_id, identifier
             )
             return {**document, **empty, "snapshotId": landed.snapshot_id, "alreadyCommitted": True}
-        data = self._read_source()
+        data = self._read_source(table)
         if self.is_dry_run:
             return {
                 **document,
@@ -214,7 +214,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         if landed is not None:
             self.log.info("Snapshot %s already holds this write (identifier %s)", landed.id, identifier)
             return {**document, **empty, "snapshotId": landed.id, "alreadyCommitted": True}
-        data = self._read_source()
+        data = self._read_source(table)
         if self.is_dry_run:
             return {
                 **document,
@@ -254,27 +254,29 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
             "durationSeconds": round(time.monotonic() - started, 3),
         }
 
-    def _read_source(self) -> pa.Table:
-        """The source's rows: one file, or every file of the format under a directory (in name order)."""
+    def _read_source(self, table: LakeTable) -> pa.Table:
+        """The source's rows as the table's columns (``core.sources``: the table's types, nothing inferred):
+        one file, or every file of the format under a directory (in name order)."""
         import fsspec
         import pyarrow as pa
 
         from airflow_lakeformat.core.errors import RegisterError
         from airflow_lakeformat.core.sources import read_source
 
+        schema = table.write_schema()
         options = self.hook.storage_options(self.source)
         fs, path = fsspec.core.url_to_fs(self.source, **options)
         if not fs.isdir(path):
             if not fs.exists(path):
                 raise RegisterError(self.source, "source does not exist")
-            return read_source(self.source, options)
+            return read_source(self.source, schema, options)
         extensions = _EXTENSIONS[self._format()]
         files = sorted(p for p in fs.find(path) if p.lower().endswith(extensions))
         if not files:
             raise RegisterError(self.source, f"no {'/'.join(extensions)} files in the source directory")
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         prefix = "" if protocol in ("file", "local") else f"{protocol}://"
-        return pa.concat_tables([read_source(prefix + f, options) for f in files], promote_options="default")
+        return pa.concat_tables([read_source(prefix + f, schema, options) for f in files])
 
     def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
         user, identifier = self._identity(context)

@@ -53,7 +53,11 @@ from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, Com
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.paimon.write.live_state import next_sequence_numbers
 from airflow_lakeformat.core.paimon.write.rolling_writer import RollingFileWriter
+from airflow_lakeformat.core.paimon.write.rows import write_schema
 from airflow_lakeformat.core.paimon.written_files import commit_written_files
+from airflow_lakeformat.core.sources import EXTENSIONS, SourceFormat, WriteSchema, iter_source_batches
+from airflow_lakeformat.core.sources.schema import check_columns
+from airflow_lakeformat.core.sources.text import parse_text_table
 from airflow_lakeformat.spark.runtime import (
     JobContext,
     check_fault,
@@ -63,7 +67,6 @@ from airflow_lakeformat.spark.runtime import (
 
 JOB = "write"
 FORMATS = ("parquet", "csv", "json")
-_EXTENSIONS = {"parquet": (".parquet",), "csv": (".csv",), "json": (".json", ".jsonl", ".ndjson")}
 # What tasks return: one row per data file, ordered by task and by the file's place in the task.
 _RESULT_SCHEMA = "task int, idx int, entry binary"
 # What one task of the Python reader reads: (path, bytes, row groups or None for the whole file).
@@ -161,15 +164,27 @@ def _write_rows(
 
 
 def write_arrow_partition(
-    uri: str, options: dict[str, Any], fail_after: int, batches: Iterator[pa.RecordBatch]
+    uri: str,
+    options: dict[str, Any],
+    fail_after: int,
+    source: str,
+    text_columns: frozenset[str],
+    batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
-    """``mapInArrow`` body: write one Spark partition's rows, yield the new files' records."""
+    """``mapInArrow`` body: parse the text columns as the table's types, write one Spark partition's rows,
+    yield the new files' records."""
     from pyspark import TaskContext
 
     started_at = time.time()
     context = TaskContext.get()
     task = context.partitionId() if context is not None else 0
-    rows = _task_rows(task, started_at, *_write_rows(Table.open(uri, options), batches, fail_after))
+    table = Table.open(uri, options)
+    schema = write_schema(table.schema)
+    typed = (
+        parse_text_table(batch, schema, source, text_columns=text_columns, first_row=None)
+        for batch in batches
+    )
+    rows = _task_rows(task, started_at, *_write_rows(table, typed, fail_after))
     if rows:
         columns = list(zip(*rows, strict=True))
         yield pa.RecordBatch.from_arrays(
@@ -186,34 +201,13 @@ def _read_file(
     path: str,
     source_format: str,
     options: dict[str, Any],
-    columns: list[str],
+    schema: WriteSchema,
     row_groups: Sequence[int] | None = None,
 ) -> Iterator[pa.Table]:
-    """The rows of one source file (of ``row_groups`` only, for Parquet, when given), in file order."""
-    if source_format == "parquet" and is_local(path):
-        # A local path straight to pyarrow: native reads, no Python file object in between.
-        parquet = pq.ParquetFile(path.removeprefix("file://"))
-        for index in range(parquet.num_row_groups) if row_groups is None else row_groups:
-            yield parquet.read_row_group(index)
-        return
-    io, fs_path = FileIO.for_uri(path, options)
-    with io.fs.open(fs_path, "rb") as handle:
-        if source_format == "parquet":
-            parquet = pq.ParquetFile(handle)
-            for index in range(parquet.num_row_groups) if row_groups is None else row_groups:
-                yield parquet.read_row_group(index)
-        elif source_format == "csv":
-            import pyarrow.csv as pcsv
-
-            # As the Spark reader does: every table column as text (cast to its type later), empty = null.
-            convert = pcsv.ConvertOptions(
-                column_types=dict.fromkeys(columns, pa.string()), strings_can_be_null=True
-            )
-            yield pcsv.read_csv(handle, convert_options=convert)
-        else:
-            import pyarrow.json as pjson
-
-            yield pjson.read_json(handle)
+    """The rows of one source file (of ``row_groups`` only, for Parquet, when given), in file order, as
+    the table's columns: ``core.sources`` reads with the table's types, nothing inferred."""
+    kind: SourceFormat = source_format  # type: ignore[assignment]
+    yield from iter_source_batches(path, schema, options, kind, row_groups)
 
 
 def write_file_partition(
@@ -229,12 +223,12 @@ def write_file_partition(
     return the new files' records."""
     started_at = time.time()
     table = Table.open(uri, options)
-    columns = [f.name for f in table.schema.fields]
+    schema = write_schema(table.schema)
     units = [unit for share in shares for unit in share]
     batches = (
         batch
         for path, _size, row_groups in units
-        for batch in _read_file(path, source_format, source_options, columns, row_groups)
+        for batch in _read_file(path, source_format, source_options, schema, row_groups)
     )
     yield from _task_rows(task, started_at, *_write_rows(table, batches, fail_after))
 
@@ -262,7 +256,7 @@ def source_files(source: str, source_format: str, options: dict[str, Any]) -> li
         relative = full[len(path) :].lstrip("/")
         if any(part.startswith((".", "_")) for part in relative.split("/")):
             continue
-        if name.lower().endswith(_EXTENSIONS[source_format]):
+        if name.lower().endswith(EXTENSIONS[source_format]):
             found.append((io.uri(full), int(detail.get("size") or 0), relative))
     if not found:
         raise RegisterError(source, f"no {source_format} files found below the source directory")
@@ -309,12 +303,33 @@ def _row_group_sizes(path: str, options: dict[str, Any]) -> list[int]:
 
 
 def _spark_frame(context: JobContext, source: str, source_format: str) -> Any:
+    """Spark's reader with nothing inferred: CSV and JSON values as their text, Hive-style ``key=value``
+    directory values as text too (``partitionColumnTypeInference`` would make ``007`` the number 7)."""
+    context.spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     reader = context.spark.read
     if source_format == "csv":
         reader = reader.option("header", "true").option("inferSchema", "false")
     elif source_format == "json":
         reader = reader.option("primitivesAsString", "true")
     return reader.format(source_format).load(source)
+
+
+def text_columns(
+    columns: Sequence[str], source_format: str, source: str, options: dict[str, Any]
+) -> frozenset[str]:
+    """The columns of a Spark-read frame that hold text to parse: every column of CSV and JSON; for Parquet,
+    the Hive-style ``key=value`` directory columns (the files' own columns are typed). Directories the
+    listing cannot see give none, and a string column for a typed one is then refused, typed."""
+    if source_format != "parquet":
+        return frozenset(columns)
+    try:
+        files = source_files(source, source_format, options)
+    except (RegisterError, OSError, ValueError):
+        return frozenset()
+    keys = {
+        part.split("=", 1)[0] for _, _, relative in files for part in relative.split("/")[:-1] if "=" in part
+    }
+    return frozenset(keys & set(columns))
 
 
 # Rows per Arrow batch Spark hands a task (Spark's default: 10,000). Every batch costs the task a
@@ -327,21 +342,25 @@ def _spark_source(context: JobContext, table: Table, source: str, source_format:
     if not context.spark.sparkContext.getConf().contains(_ARROW_BATCH_CONF):  # the user's setting wins
         context.spark.conf.set(_ARROW_BATCH_CONF, str(ARROW_BATCH_ROWS))
     frame = _spark_frame(context, source, source_format)
-    _check_columns(table, frame)
+    _check_columns(table, frame, source)
     if context.args.parallelism:
         frame = frame.repartition(context.args.parallelism)
     body = partial(
-        write_arrow_partition, context.args.table, context.executor_options, context.fail_after_files
+        write_arrow_partition,
+        context.args.table,
+        context.executor_options,
+        context.fail_after_files,
+        source,
+        text_columns(
+            frame.columns, source_format, source, executor_storage_options(source, context.storage_options)
+        ),
     )
     return [(row.task, row.idx, bytes(row.entry)) for row in frame.mapInArrow(body, _RESULT_SCHEMA).collect()]
 
 
-def _check_columns(table: Table, frame: Any) -> None:
+def _check_columns(table: Table, frame: Any, source: str) -> None:
     """Refuse unknown or missing NOT NULL columns before any task starts (values are checked as written)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    empty = pa.Table.from_batches([], schema=to_arrow_schema(frame.schema))
-    RollingFileWriter(table).write(empty)
+    check_columns(list(frame.columns), write_schema(table.schema), source)
 
 
 def _python_source(context: JobContext, source: str, source_format: str) -> list[Any]:
@@ -408,7 +427,7 @@ def run(context: JobContext) -> dict[str, Any]:
     if args.dry_run:
         # Checks what can be checked without writing: the table, the source and its columns.
         if by_spark:
-            _check_columns(table, _spark_frame(context, args.source, args.source_format))
+            _check_columns(table, _spark_frame(context, args.source, args.source_format), args.source)
             sources = None
         else:
             sources = len(list_source_files(args.source, args.source_format, source_options))
