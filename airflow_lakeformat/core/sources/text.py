@@ -12,7 +12,7 @@ that does not fit is refused rather than bent:
 * ``DECIMAL(p, s)``: at most ``s`` fraction digits that are not zero, at most ``p - s`` integer digits;
 * ``BOOLEAN``: ``true``/``false``/``1``/``0`` in any case;
 * ``DATE``: ``YYYY-MM-DD``; ``TIME``: ``HH:MM[:SS[.fraction]]``; ``TIMESTAMP``: ISO 8601 date and time
-  (``T`` or a blank between), at most as many fraction digits as the column keeps. A naive timestamp
+  (``T`` or a blank between), at most as many fraction digits as the column keeps (trailing zeros aside). A naive timestamp
   column refuses a value with a zone offset (which wall-clock time it means is a guess); an instant
   column (``TIMESTAMP WITH LOCAL TIME ZONE``, Iceberg ``timestamptz``) converts a value with an offset
   to UTC and takes one without as UTC;
@@ -61,12 +61,20 @@ def _float(target: pa.DataType) -> Parser:
     return parse
 
 
+def _without_trailing_zeros(texts: pa.Array) -> pa.Array:
+    """``10:00:00.123000`` -> ``10:00:00.123``, ``10:00:00.000`` -> ``10:00:00`` (Arrow refuses more fraction
+    digits than the unit keeps, even zeros; Python's ``isoformat`` writes six)."""
+    texts = pc.replace_substring_regex(texts, r"(\.\d*?)0+($|[^0-9])", r"\1\2")
+    return pc.replace_substring_regex(texts, r"\.($|[^0-9])", r"\1")
+
+
 def _timestamp(target: pa.DataType) -> Parser:
     if target.tz is None:
-        return lambda texts: _cast(texts, target)
+        return lambda texts: _cast(_without_trailing_zeros(texts), target)
     naive = pa.timestamp(target.unit)
 
     def parse(texts: pa.Array) -> pa.Array:
+        texts = _without_trailing_zeros(texts)
         with_offset = pc.fill_null(pc.match_substring_regex(texts, _OFFSET), False)
         if pc.all(with_offset).as_py():
             return _cast(texts, target)
