@@ -138,6 +138,23 @@ class RegisterError(LakeformatError, ValueError):
         super().__init__(f"{path}: {problem}")
 
 
+class SourceValueError(RegisterError):
+    """A value of an input file cannot be stored in its column without changing it (exit code 11).
+
+    Raised by ``core/sources`` before anything is written. ``row`` counts data rows from 1 (a CSV header is
+    not a row); in a JSON-lines file it is the line number, and the message says ``line``; None where the
+    row is not known (rows Spark read).
+    """
+
+    def __init__(self, path: str, row: int | None, column: str, problem: str, *, unit: str = "row") -> None:
+        self.row = row
+        self.column = column
+        where = f"column {column!r}" if row is None else f"{unit} {row}, column {column!r}"
+        if column == "-":
+            where = f"{unit} {row}"
+        super().__init__(path, f"{where}: {problem}")
+
+
 class MaintenanceRefusedError(LakeformatError, ValueError):
     """A maintenance request that would be unsafe (or that this release cannot do safely) was refused.
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from airflow_lakeformat.core.errors import RegisterError
+from airflow_lakeformat.core.errors import SourceValueError as SourceValueError  # raised by the readers
 
 
 @dataclass(frozen=True)
@@ -34,22 +35,6 @@ class WriteSchema:
 
     def type_name(self, column: str) -> str:
         return self.type_names.get(column) or str(self.arrow.field(column).type)
-
-
-class SourceValueError(RegisterError):
-    """A value of an input file cannot be stored in its column without changing it.
-
-    Raised before anything is written. ``row`` counts data rows from 1 (a CSV header is not a row); in a
-    JSON-lines file it is the line number, and the message says ``line``.
-    """
-
-    def __init__(self, path: str, row: int | None, column: str, problem: str, *, unit: str = "row") -> None:
-        self.row = row
-        self.column = column
-        where = f"column {column!r}" if row is None else f"{unit} {row}, column {column!r}"
-        if column == "-":
-            where = f"{unit} {row}"
-        super().__init__(path, f"{where}: {problem}")
 
 
 def check_columns(names: list[str], schema: WriteSchema, source: str) -> None:
