@@ -48,3 +48,24 @@ def test_write_operator_overwrites_by_value_like_pypaimon(
     # pypaimon wrote one file per partition value: exactly the overwritten value's file goes.
     assert result["filesDeleted"] == 1
     assert by_id(oracle_read(ours)) == by_id(oracle_read(peer)) == expected(value, new)
+
+
+@pytest.mark.parametrize("table_format", ["paimon", "iceberg"])
+def test_write_operator_stores_the_values_it_is_given(
+    warehouse: Path, tmp_path: Path, table_format: str
+) -> None:
+    """Issue 23 through the operator: a JSON-lines and a CSV row whose STRING ``dt`` looks like a date and whose
+    ``code`` is ``007`` are stored as written, in partitions ``dt=2026-11-29`` and ``dt=2026-11-30``."""
+    from tests.unit.test_cli_write_values import make_table, stored_rows, user_inputs
+
+    root = make_table(tmp_path, table_format)
+    module = load_dag_module("lakeformat_test_write")
+    for source in user_inputs(tmp_path):
+        run = module.write_dag.test(run_conf={"table": root, "source": str(source), "overwrite": ""})
+        assert task_states(run) == {"write": ("success", 1)}
+        assert xcom_result(run, "write")["rowsWritten"] == 1
+    rows = stored_rows(root)
+    assert {d: [(r["dt"], r["id"], r["code"]) for r in rs] for d, rs in rows.items()} == {
+        "dt=2026-11-29": [("2026-11-29", 1, "007")],
+        "dt=2026-11-30": [("2026-11-30", 2, "007")],
+    }

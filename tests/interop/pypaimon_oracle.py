@@ -9,7 +9,7 @@ Every subcommand prints exactly one JSON document on stdout (diagnostics go to s
 
     build WAREHOUSE SCENARIO [SCENARIO ...]   write tables with pypaimon's filesystem catalog (db ``db``)
     plan TABLE_PATH [--snapshot N | --tag NAME | --all]
-    read TABLE_PATH [--snapshot N | --tag NAME]
+    read TABLE_PATH [--snapshot N | --tag NAME] [--with-partition]   (each row with its split's _partition)
     append TABLE_PATH --rows JSON_FILE
     batch [FILE]                              several of the above in one process; FILE (default stdin)
                                               holds a JSON list of argument lists; prints the list of results
@@ -742,11 +742,28 @@ def cmd_read(args: argparse.Namespace) -> Any:
     builder = pinned.new_read_builder()
     splits = builder.new_scan().plan().splits()
     types = _column_types(pinned)
-    arrow_table = builder.new_read().to_arrow(splits)
-    rows = [] if arrow_table is None else arrow_table.to_pylist()
-    normalized = [
-        {name: normalize_typed(value, types.get(name, "")) for name, value in row.items()} for row in rows
-    ]
+    if not args.with_partition:
+        arrow_table = builder.new_read().to_arrow(splits)
+        rows = [] if arrow_table is None else arrow_table.to_pylist()
+        normalized = [
+            {name: normalize_typed(value, types.get(name, "")) for name, value in row.items()} for row in rows
+        ]
+        return sorted(normalized, key=_sort_key)
+    # Each row with the partition of the split it was read from (the manifest's BinaryRow, decoded).
+    keys = list(pinned.partition_keys)
+    key_types = [_type_name(field.type) for field in pinned.partition_keys_fields]
+    normalized = []
+    for split in splits:
+        partition = {
+            key: normalize_typed(value, t)
+            for key, value, t in zip(
+                keys, list(split.partition.values) if keys else [], key_types, strict=True
+            )
+        }
+        arrow_table = builder.new_read().to_arrow([split])
+        for row in [] if arrow_table is None else arrow_table.to_pylist():
+            item = {name: normalize_typed(value, types.get(name, "")) for name, value in row.items()}
+            normalized.append({**item, "_partition": partition})
     return sorted(normalized, key=_sort_key)
 
 
@@ -802,7 +819,11 @@ def _parser() -> argparse.ArgumentParser:
         group.add_argument("--tag")
         if with_all:
             group.add_argument("--all", action="store_true")
-        command.set_defaults(func=func, all=False)
+        else:
+            command.add_argument(
+                "--with-partition", action="store_true", help="each row's split partition as _partition"
+            )
+        command.set_defaults(func=func, all=False, with_partition=False)
 
     append = sub.add_parser("append")
     append.add_argument("table_path")

@@ -177,3 +177,39 @@ def test_write_job_reads_a_csv_source_as_text_and_overwrites_a_partition(tmp_pat
     kept = [r for r in expected_rows(seed) if r["dt"] != "2024-01-02"]
     assert len(kept) == 6
     assert rows == sorted(kept + csv_rows, key=lambda r: json.dumps(r, sort_keys=True, ensure_ascii=False))
+
+
+def test_write_job_tasks_read_json_lines_with_the_table_types_and_refuse_a_bad_value(tmp_path: Path) -> None:
+    """The tasks' own reader (``--source-reader python``): strings exactly as written, numbers as their column;
+    a value that does not fit fails the job with exit 11 naming the file, the line and the column, and no
+    snapshot is committed."""
+    root = tmp_path / "wh" / "db.db" / "json"
+    table = create_table(str(root), schema_from_fields(FIELDS, ["dt"]))
+    good = tmp_path / "good.jsonl"
+    good.write_text(
+        '{"dt": "2024-01-04", "s": "2026-11-29", "v": "7", "ts": "2024-02-01T10:00:00.000000", "price": 0.10}\n'
+        '{"dt": "2024-01-04", "s": "007", "v": 9007199254740993, "ts": null, "price": "-1"}\n'
+    )
+    ok = run_job(
+        "write", str(root), "--source", str(good), "--source-format", "json", "--source-reader", "python",
+        work_dir=tmp_path / "work",
+    )  # fmt: skip
+    assert ok.returncode == 0 and ok.result is not None and ok.result["sourceReader"] == "python", (
+        ok.describe()
+    )
+    [rows] = run_oracle_batch([["read", str(root)]])
+    assert rows == [
+        {"dt": "2024-01-04", "s": "007", "v": 9007199254740993, "ts": None, "price": "-1.00"},
+        {"dt": "2024-01-04", "s": "2026-11-29", "v": 7, "ts": "2024-02-01T10:00:00", "price": "0.10"},
+    ]
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"dt": "2024-01-05", "s": "x", "v": 1}\n{"dt": "2024-01-05", "s": 5, "v": 2}\n')
+    failed = run_job(
+        "write", str(root), "--source", str(bad), "--source-format", "json", "--source-reader", "python",
+        work_dir=tmp_path / "work2",
+    )  # fmt: skip
+    assert failed.returncode == 11 and failed.result is None, failed.describe()
+    [line] = failed.error_lines
+    assert f"{bad}: line 2, column 's': a number (5) cannot be stored in STRING" in line
+    assert table.snapshot_manager.list_snapshot_ids() == [1]

@@ -67,14 +67,17 @@ def stored_rows(root: str) -> dict[str, list[dict[str, object]]]:
 def test_the_two_writes_of_the_issue_store_the_values_given(tmp_path: Path, table_format: str) -> None:
     root = make_table(tmp_path, table_format)
     for source in user_inputs(tmp_path):
-        code, out, err = run("write", root, "--from", str(source))
+        code, _, err = run("write", root, "--from", str(source))
         assert code == 0 and err == "", err
     rows = stored_rows(root)
     assert sorted(rows) == ["dt=2026-11-29", "dt=2026-11-30"]
     assert [(r["dt"], r["id"], r["code"]) for r in rows["dt=2026-11-29"]] == [("2026-11-29", 1, "007")]
     assert [(r["dt"], r["id"], r["code"]) for r in rows["dt=2026-11-30"]] == [("2026-11-30", 2, "007")]
     files = json.loads(run("files", root, "--json")[1])["files"]
-    assert sorted(json.dumps(f["partition"]) for f in files) == ['{"dt": "2026-11-29"}', '{"dt": "2026-11-30"}']
+    assert sorted(json.dumps(f["partition"]) for f in files) == [
+        '{"dt": "2026-11-29"}',
+        '{"dt": "2026-11-30"}',
+    ]
 
 
 def tree(root: Path) -> dict[str, tuple[int, str]]:
@@ -87,14 +90,19 @@ def tree(root: Path) -> dict[str, tuple[int, str]]:
 
 BAD_INPUTS = {
     "csv": ("dt,id,code\n2026-11-30,2,007\n2026-11-30,2.5,008\n", "row 2, column 'id'"),
-    "jsonl": ('{"dt":"2026-11-29","id":1,"code":"007"}\n{"dt":"2026-11-29","id":1,"code":7}\n', "line 2, column 'code'"),
+    "jsonl": (
+        '{"dt":"2026-11-29","id":1,"code":"007"}\n{"dt":"2026-11-29","id":1,"code":7}\n',
+        "line 2, column 'code'",
+    ),
     "parquet": (None, "row 2, column 'id'"),
 }
 
 
 @pytest.mark.parametrize("table_format", ["paimon", "iceberg"])
 @pytest.mark.parametrize("kind", sorted(BAD_INPUTS))
-def test_a_bad_value_is_one_typed_line_and_changes_nothing(tmp_path: Path, table_format: str, kind: str) -> None:
+def test_a_bad_value_is_one_typed_line_and_changes_nothing(
+    tmp_path: Path, table_format: str, kind: str
+) -> None:
     root = make_table(tmp_path, table_format)
     good = tmp_path / "good.csv"
     good.write_text("dt,id,code\nx,1,a\n")

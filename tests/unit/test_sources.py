@@ -20,10 +20,10 @@ from airflow_lakeformat.core.errors import RegisterError
 from airflow_lakeformat.core.sources import (
     SourceValueError,
     WriteSchema,
+    csv_text,
     iter_source_batches,
     read_source,
 )
-from airflow_lakeformat.core.sources import csv_text
 
 UTC = dt.timezone.utc
 
@@ -118,7 +118,9 @@ def test_a_csv_value_that_does_not_fit_names_file_row_and_column(
     assert "\n" not in message
 
 
-def test_csv_row_numbers_count_across_streamed_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_csv_row_numbers_count_across_streamed_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(csv_text, "BLOCK_BYTES", 64)  # many small batches
     path = tmp_path / "big.csv"
     path.write_text("n\n" + "".join(f"{i}\n" for i in range(1, 200)) + "x\n", encoding="utf-8")
@@ -155,7 +157,11 @@ def test_json_lines_keep_strings_and_number_text_exact(tmp_path: Path) -> None:
     ]
     rows = read_jsonl(tmp_path, lines, target).to_pylist()
     assert [r["s"] for r in rows] == ["2026-11-29", "007", ""]
-    assert [r["m"] for r in rows] == [decimal.Decimal("0.00"), decimal.Decimal("0.10"), decimal.Decimal("-0.50")]
+    assert [r["m"] for r in rows] == [
+        decimal.Decimal("0.00"),
+        decimal.Decimal("0.10"),
+        decimal.Decimal("-0.50"),
+    ]
     assert [r["i"] for r in rows] == [7, 8, None] and rows[1]["d"] == 0.001
     assert [r["b"] for r in rows] == [True, False, None] and rows[0]["day"] == dt.date(2026, 11, 29)
     assert rows[2]["d"] != rows[2]["d"]  # NaN
@@ -191,7 +197,9 @@ def test_a_json_value_that_does_not_fit_names_file_line_and_column(
 
 def test_parquet_types_convert_only_where_no_value_changes(tmp_path: Path) -> None:
     target = WriteSchema(
-        pa.schema([("big", pa.int64()), ("small", pa.int32()), ("m", pa.decimal128(10, 2)), ("s", pa.string())]),
+        pa.schema(
+            [("big", pa.int64()), ("small", pa.int32()), ("m", pa.decimal128(10, 2)), ("s", pa.string())]
+        ),
         {"big": "BIGINT", "small": "INT", "m": "DECIMAL(10, 2)", "s": "STRING"},
     )
     path = tmp_path / "in.parquet"
