@@ -20,10 +20,8 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
-import io
 import json
 import os
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -34,10 +32,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from airflow_lakeformat import cli
 from airflow_lakeformat.core.tables import open_table
 from tests.support.java_iceberg import run_oracle
 from tests.support.pypaimon import run_oracle_batch as run_pypaimon_batch
+from tests.unit.test_cli import run
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
@@ -83,16 +81,6 @@ ROW = st.fixed_dictionaries({
     "b": st.none() | st.booleans(),
     "bin": st.none() | st.binary(max_size=6),
 })  # fmt: skip
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    old_err, sys.stderr = sys.stderr, err
-    try:
-        code = cli.main(list(argv), out=out)
-    finally:
-        sys.stderr = old_err
-    return code, out.getvalue(), err.getvalue()
 
 
 def create(root: Path, table_format: str, columns: list[tuple[str, str]]) -> str:

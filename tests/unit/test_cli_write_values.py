@@ -10,29 +10,17 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import io
 import json
-import sys
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat import cli
 from airflow_lakeformat.core.errors import EXIT_INPUT_REFUSED
+from tests.unit.test_cli import run
 
 SCHEMA = [{"name": "dt", "type": "STRING"}, {"name": "id", "type": "INT"}, {"name": "code", "type": "STRING"}]
-
-
-def run(*argv: str) -> tuple[int, str, str]:
-    out, err = io.StringIO(), io.StringIO()
-    old_err, sys.stderr = sys.stderr, err
-    try:
-        code = cli.main(list(argv), out=out)
-    finally:
-        sys.stderr = old_err
-    return code, out.getvalue(), err.getvalue()
 
 
 def make_table(tmp_path: Path, table_format: str) -> str:
