@@ -742,7 +742,7 @@ def cmd_read(args: argparse.Namespace) -> Any:
     builder = pinned.new_read_builder()
     splits = builder.new_scan().plan().splits()
     types = _column_types(pinned)
-    if not args.with_partition:
+    if not getattr(args, "with_partition", False):  # the stateful worker builds its own Namespace
         arrow_table = builder.new_read().to_arrow(splits)
         rows = [] if arrow_table is None else arrow_table.to_pylist()
         normalized = [
