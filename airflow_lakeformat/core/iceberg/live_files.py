@@ -30,6 +30,7 @@ from pyiceberg.manifest import ManifestEntryStatus, ManifestFile
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
+from airflow_lakeformat.core.iceberg.avro_guard import check_container
 from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS, read_manifests
 from airflow_lakeformat.core.iceberg.reach_fetch import fetch_metadata_file
 from airflow_lakeformat.core.iceberg.table import IcebergTable
@@ -109,6 +110,7 @@ class PyIcebergDecoder:
     """Decode with pyiceberg's ``ManifestFile.fetch_manifest_entry`` reader (the reference decoder)."""
 
     def decode(self, table: IcebergTable, manifest: ManifestFile, data: bytes) -> list[LiveFile]:
+        check_container(data, manifest.manifest_path, "manifest")  # avro_guard: pyiceberg 0.12 overreads
         reader_io = _SingleFileIO(_BytesInputFile(manifest.manifest_path, data))
         entries = manifest.fetch_manifest_entry(reader_io, discard_deleted=True)  # type: ignore[arg-type]
         result = []

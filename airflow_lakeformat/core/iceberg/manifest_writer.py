@@ -67,6 +67,7 @@ from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.typedef import Record
 
 from airflow_lakeformat.core.errors import CorruptMetadataError
+from airflow_lakeformat.core.iceberg.avro_guard import check_container
 from airflow_lakeformat.core.iceberg.live_files import _BytesInputFile, fetch_manifest
 from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS
 from airflow_lakeformat.core.iceberg.table import IcebergTable
@@ -122,8 +123,10 @@ def decode_entries(manifest: ManifestFile, data: bytes) -> list[ManifestEntry]:
     ``ManifestFile.fetch_manifest_entry(discard_deleted=True)`` reads them).
 
     Raises:
-        CorruptMetadataError: The bytes are not a readable manifest.
+        CorruptMetadataError: The bytes are not a readable manifest (its framing is checked first:
+            ``avro_guard``).
     """
+    check_container(data, manifest.manifest_path, "manifest")
     try:
         with _ReusingAvroFile(_BytesInputFile(manifest.manifest_path, data)) as reader:
             return [

@@ -2,7 +2,8 @@
 
 A snapshot's ``manifest-list`` (Iceberg spec "Manifest Lists", reference section 1.3) is read with
 pyiceberg's ``read_manifest_list`` (which projects by field id to its v2 read schema, so ``content`` reads
-as 0 and sequence numbers as 0 for v1 lists). pyiceberg's process-wide ``_manifests`` cache is bypassed:
+as 0 and sequence numbers as 0 for v1 lists), after its framing is checked (``avro_guard``: pyiceberg
+0.12's decoder reads past the buffer of a truncated file). pyiceberg's process-wide ``_manifests`` cache is bypassed:
 a maintenance run must see what is in storage now. v1's legacy inline ``manifests`` array (a snapshot
 without a manifest list) is not supported by pyiceberg's model and is refused with a typed error.
 """
@@ -12,13 +13,16 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+from fastavro.schema import SchemaParseException
 from pyiceberg.manifest import ManifestContent, ManifestFile, read_manifest_list
 from pyiceberg.table.snapshots import Snapshot
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.iceberg.avro_guard import CheckedInputFile
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 
-# What a truncated or garbage Avro file raises inside pyiceberg's/fastavro's decoders.
+# What a truncated or garbage Avro file raises inside pyiceberg's/fastavro's decoders (SystemError: pyiceberg's
+# Cython decoder given a negative length; SchemaParseException: fastavro given a garbage writer schema).
 AVRO_DECODE_ERRORS: tuple[type[BaseException], ...] = (
     ValueError,
     EOFError,
@@ -28,6 +32,8 @@ AVRO_DECODE_ERRORS: tuple[type[BaseException], ...] = (
     AssertionError,
     UnicodeDecodeError,
     zlib.error,
+    SystemError,
+    SchemaParseException,
 )
 
 
@@ -43,7 +49,7 @@ def read_manifests(table: IcebergTable, snapshot: Snapshot) -> list[ManifestFile
 
     Raises:
         MissingMetadataError: The manifest list file does not exist.
-        CorruptMetadataError: It cannot be decoded.
+        CorruptMetadataError: It cannot be decoded (or its Avro framing is broken).
 
     Example:
         >>> [m.manifest_path for m in read_manifests(table, table.snapshot())]  # doctest: +SKIP
@@ -56,7 +62,9 @@ def read_manifests(table: IcebergTable, snapshot: Snapshot) -> list[ManifestFile
         )
     referenced_by = f"snapshot {snapshot.snapshot_id} of {table.metadata_location}"
     try:
-        return list(read_manifest_list(table.table.io.new_input(location)))
+        return list(read_manifest_list(CheckedInputFile(table.table.io.new_input(location), "manifest list")))
+    except CorruptMetadataError:
+        raise
     except FileNotFoundError as exc:
         raise MissingMetadataError(location, referenced_by) from exc
     except AVRO_DECODE_ERRORS as exc:
