@@ -21,29 +21,52 @@ producer (append, overwrite, delete, add_files): it refreshes, rebuilds the mani
 head and re-validates, without rewriting data files. This loop is the outer one: it re-stages from
 scratch only when pyiceberg gives up, and it is the only retry for metadata-only commits (properties,
 refs, expiry, and the manifest rewrites to come), which pyiceberg does not retry.
+
+Unreadable metadata is a typed error naming the file (CLI exit 4), never a bare decoder error:
+
+* Before each attempt stages, the manifest list of every branch head is read with typed errors
+  (``manifests.read_manifests``; one small file per branch). A snapshot producer reads its branch head's
+  list only after it has written the new data files and manifest (pyiceberg ``_SnapshotProducer._manifests``),
+  so a truncated list would otherwise fail the commit with an untyped ``zlib.error`` and leave those files
+  behind. A metadata-only commit planned from lists it has read (expiry) skips this (``check_heads=False``).
+* Staging and committing run with the table's FileIO wrapped (``avro_guard.checked_io``): an Avro file
+  pyiceberg reads for itself (``add_files``' duplicate check, a merge append, an overwrite) has its framing
+  checked first, since pyiceberg 0.12's decoder reads past the buffer of a truncated file.
+* A decoder or IO error raised while staging or committing names no file; the heads' manifest lists and
+  manifests are then read with typed errors (``live_files``), and the first unreadable one is raised
+  instead. If they all read, the original error propagates. This costs reads only on the failure path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, ValidationException
 from pyiceberg.table import Transaction
+from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.snapshots import Snapshot
 
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
     CommitStateUnknownError,
+    LakeformatError,
 )
+from airflow_lakeformat.core.iceberg.avro_guard import checked_io
+from airflow_lakeformat.core.iceberg.live_files import live_files
+from airflow_lakeformat.core.iceberg.manifests import AVRO_DECODE_ERRORS, read_manifests
 from airflow_lakeformat.core.iceberg.table import IcebergTable
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
+# What pyiceberg raises on a truncated, garbage or missing manifest list or manifest.
+UNREADABLE_METADATA_ERRORS: tuple[type[BaseException], ...] = (*AVRO_DECODE_ERRORS, OSError)
 
 
 @dataclass(frozen=True)
@@ -85,6 +108,7 @@ def commit_with_retry(
     description: str = "commit",
     policy: RetryPolicy | None = None,
     sleep: Callable[[float], None] = time.sleep,
+    check_heads: bool = True,
 ) -> T:
     """Stage and commit, retrying on concurrent commits (module docstring).
 
@@ -95,6 +119,9 @@ def commit_with_retry(
         description: What is committed, for messages.
         policy: Retry policy (default: from the table's ``commit.retry.*`` properties).
         sleep: Sleep function taking seconds (tests pass a recorder).
+        check_heads: Read every branch head's manifest list with typed errors before each attempt stages
+            (module docstring). A metadata-only commit planned from lists it has already read (expiry)
+            passes False: the reads would only widen the window in which a concurrent writer makes it retry.
 
     Returns:
         What the last ``stage`` call returned.
@@ -104,6 +131,8 @@ def commit_with_retry(
         CommitRetriesExhaustedError: Other writers kept winning; nothing of this commit was published.
         CommitStateUnknownError: The outcome is unknown; do not delete files written for the commit.
         CommitConflictError: A concurrent change invalidated the operation (pyiceberg ``ValidationException``).
+        CorruptMetadataError, MissingMetadataError: A branch head's manifest list or manifest cannot be read
+            (named in the message); nothing was published.
 
     Example:
         >>> def stage(tx):
@@ -115,10 +144,14 @@ def commit_with_retry(
     started = time.monotonic()
     attempt = 0
     while True:
+        for head in branch_heads(table) if check_heads else ():
+            read_manifests(table, head)
         tx = table.table.transaction()
-        result = stage(tx)
+        with unreadable_metadata_named(table), checked_io(table):
+            result = stage(tx)
         try:
-            tx.commit_transaction()
+            with unreadable_metadata_named(table), checked_io(table):
+                tx.commit_transaction()
             return result
         except CommitStateUnknownException as exc:
             raise CommitStateUnknownError(
@@ -140,3 +173,27 @@ def commit_with_retry(
             sleep(wait / 1000.0)
             table.refresh()
             attempt += 1
+
+
+def branch_heads(table: IcebergTable) -> list[Snapshot]:
+    """The head snapshot of every branch, once each. A branch naming a snapshot the metadata lacks is left to
+    pyiceberg's own validation, a legacy v1 head without a manifest list to pyiceberg, as before."""
+    metadata = table.metadata
+    refs = metadata.refs.values()
+    ids = sorted({ref.snapshot_id for ref in refs if ref.snapshot_ref_type == SnapshotRefType.BRANCH})
+    heads = (metadata.snapshot_by_id(snapshot_id) for snapshot_id in ids)
+    return [head for head in heads if head is not None and head.manifest_list]
+
+
+@contextlib.contextmanager
+def unreadable_metadata_named(table: IcebergTable) -> Iterator[None]:
+    """Turn a decoder or IO error of pyiceberg's into the typed error naming the unreadable file (module
+    docstring); an error no branch head's metadata explains propagates unchanged."""
+    try:
+        yield
+    except LakeformatError:
+        raise
+    except UNREADABLE_METADATA_ERRORS:
+        for head in branch_heads(table):
+            live_files(table, head)
+        raise
