@@ -117,6 +117,15 @@ def truncated_manifest(root: Path) -> Path:
     return path
 
 
+def manifest_cut_at_block_boundary(root: Path) -> Path:
+    """Cut right after the header (its sync marker, which also ends every block): a valid, empty Avro
+    file (Avro has no end marker), so only the manifest list's ``_FILE_SIZE`` reveals the lost entries."""
+    path = _latest_delta_manifest(root)
+    data = path.read_bytes()
+    _truncate(path, lambda _: data.index(data[-16:]) + 16)
+    return path
+
+
 def missing_manifest(root: Path) -> Path:
     path = _latest_delta_manifest(root)
     path.unlink()
@@ -136,6 +145,7 @@ CORRUPTIONS: dict[str, Callable[[Path], Path]] = {
         garbage_older_snapshot,
         truncated_manifest_list,
         truncated_manifest,
+        manifest_cut_at_block_boundary,
         missing_manifest,
         corrupt_schema,
     )
@@ -174,6 +184,7 @@ NOT_READ: dict[str, set[str]] = {
     "garbage-older-snapshot": _LATEST_ONLY,  # they read the latest snapshot only
     "truncated-manifest-list": {"expire", "expire-dry-run"},
     "truncated-manifest": _NO_MANIFEST,
+    "manifest-cut-at-block-boundary": _NO_MANIFEST,
     "missing-manifest": _NO_MANIFEST,
 }
 HINTS = {"snapshot/LATEST", "snapshot/EARLIEST"}

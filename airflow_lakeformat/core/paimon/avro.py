@@ -9,6 +9,10 @@ decoded record.
 Writing produces the Java >= 0.9 shape: Java's record names, non-null records, every union
 ``["null", T]`` with null first (Java readers assume that order), plus any extra fields the caller
 carries over from input files.
+
+A manifest read where its manifest list's row is at hand is first checked against that row's
+``_FILE_SIZE`` (:func:`check_manifest_size`): a manifest cut at a block boundary is still a valid,
+shorter Avro file (Avro has no end marker), so only the recorded size reveals the lost entries.
 """
 
 from __future__ import annotations
@@ -119,6 +123,22 @@ def manifest_entry_schema(extra_file_fields: Sequence[Mapping[str, Any]] = ()) -
             },
         ],
     }
+
+
+def check_manifest_size(data: bytes, path: str, expected_size: int | None) -> None:
+    """Refuse a manifest whose byte count is not the ``_FILE_SIZE`` its manifest list records.
+
+    A manifest truncated at an Avro block boundary decodes as a shorter valid file, so without this
+    check its lost entries would vanish silently (and their data files would look orphaned). A writer
+    that records a wrong size is refused too: the safe direction for deletions. ``None``: no size known.
+
+    Raises:
+        CorruptMetadataError: The sizes differ.
+    """
+    if expected_size is not None and len(data) != expected_size:
+        raise CorruptMetadataError(
+            path, f"is {len(data)} bytes, the manifest list records {expected_size} (truncated or replaced)"
+        )
 
 
 def read_records(data: bytes, path: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

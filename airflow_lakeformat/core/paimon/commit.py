@@ -446,7 +446,9 @@ class Committer:
         carried: dict[str, dict[str, Any]] = {}
 
         def read(meta: ManifestFileMeta) -> list[ManifestEntry]:
-            entries, writer_schema = self.table.manifest_with_schema(meta.file_name, "the manifest merge")
+            entries, writer_schema = self.table.manifest_with_schema(
+                meta.file_name, "the manifest merge", meta.file_size
+            )
             top, nested = avro.extra_fields(writer_schema)
             if top:
                 raise UnsupportedFormatError(

@@ -130,37 +130,45 @@ class Table:
     def manifest_path(self, name: str) -> str:
         return self.io.join(self.manifest_dir, name)
 
-    def _read_metadata(self, name: str, referenced_by: str) -> bytes:
+    def _read_metadata(self, name: str, referenced_by: str, expected_size: int | None = None) -> bytes:
+        """A manifest list's or manifest's bytes; with ``expected_size`` (the manifest list's
+        ``_FILE_SIZE``) a manifest of another length is CorruptMetadataError (avro.check_manifest_size)."""
         path = self.manifest_path(name)
         try:
-            return self.io.read_bytes(path)
+            data = self.io.read_bytes(path)
         except FileNotFoundError as exc:
             raise MissingMetadataError(self.io.uri(path), referenced_by) from exc
+        avro.check_manifest_size(data, self.io.uri(path), expected_size)
+        return data
 
     def manifest_list(self, name: str, referenced_by: str = "a snapshot") -> list[ManifestFileMeta]:
         return avro.decode_manifest_list(
             self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
         )
 
-    def manifest(self, name: str, referenced_by: str = "a manifest list") -> list[ManifestEntry]:
+    def manifest(
+        self, name: str, referenced_by: str = "a manifest list", expected_size: int | None = None
+    ) -> list[ManifestEntry]:
         return avro.decode_manifest(
-            self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
+            self._read_metadata(name, referenced_by, expected_size), self.io.uri(self.manifest_path(name))
         )
 
-    def manifest_file_names(self, name: str, referenced_by: str = "a manifest list") -> list[str]:
+    def manifest_file_names(
+        self, name: str, referenced_by: str = "a manifest list", expected_size: int | None = None
+    ) -> list[str]:
         """The file names a manifest's entries mention, without decoding their statistics."""
         from airflow_lakeformat.core.paimon import manifest_scan
 
         return manifest_scan.manifest_file_names(
-            self._read_metadata(name, referenced_by), self.io.uri(self.manifest_path(name))
+            self._read_metadata(name, referenced_by, expected_size), self.io.uri(self.manifest_path(name))
         )
 
     def manifest_with_schema(
-        self, name: str, referenced_by: str = "a manifest list"
+        self, name: str, referenced_by: str = "a manifest list", expected_size: int | None = None
     ) -> tuple[list[ManifestEntry], dict[str, Any]]:
         """A manifest's entries and its Avro writer schema (to carry fields a rewrite does not know)."""
         path = self.io.uri(self.manifest_path(name))
-        return avro.decode_manifest_with_schema(self._read_metadata(name, referenced_by), path)
+        return avro.decode_manifest_with_schema(self._read_metadata(name, referenced_by, expected_size), path)
 
     def data_manifests(self, snapshot: Snapshot) -> tuple[list[ManifestFileMeta], list[ManifestFileMeta]]:
         """The base and delta manifest lists of a snapshot (tags are snapshots too)."""
@@ -187,7 +195,7 @@ class Table:
             result = []
 
             def fetch(meta: ManifestFileMeta) -> bytes:
-                return self._read_metadata(meta.file_name, referenced_by)
+                return self._read_metadata(meta.file_name, referenced_by, meta.file_size)
 
             fetched = map(fetch, metas) if self.io.is_local else self.parallel_imap(fetch, metas)
             for meta, data in zip(metas, fetched, strict=True):

@@ -96,7 +96,7 @@ def _added_by(committer: Committer, snapshot: Snapshot) -> set[str]:
     owner = f"snapshot {snapshot.id}"
     names: set[str] = set()
     for meta in table.manifest_list(snapshot.delta_manifest_list, owner):
-        names.update(table.manifest_file_names(meta.file_name, owner))
+        names.update(table.manifest_file_names(meta.file_name, owner, meta.file_size))
     return names
 
 

@@ -143,13 +143,20 @@ def list_directories(
         yield from pool.map(listed, batch)
 
 
-def read_used_names(uri: str, options: dict[str, Any], manifests: Iterator[str]) -> Iterator[Row]:
-    """Executor body: (file name, None) for every name the manifests mention, (manifest, MISSING) if absent."""
+def read_used_names(
+    uri: str, options: dict[str, Any], manifests: Iterator[tuple[str, int | None]]
+) -> Iterator[Row]:
+    """Executor body: (file name, None) for every name the manifests mention, (manifest, MISSING) if absent.
+
+    ``manifests`` are (name, the manifest list's size for it): a manifest of another size is
+    CorruptMetadataError, failing the job (a truncated manifest would hide live files).
+    """
     table = Table.open(uri, options, read_parallelism=_TASK_IO_THREADS)
 
-    def names_or_none(name: str) -> tuple[str, set[str] | None]:
+    def names_or_none(item: tuple[str, int | None]) -> tuple[str, set[str] | None]:
+        name, size = item
         try:
-            return name, names_in_manifest(table, name)
+            return name, names_in_manifest(table, name, size)
         except MissingMetadataError:
             return name, None  # the driver decides: vanished owners, or abort
 
@@ -283,7 +290,8 @@ def run(context: JobContext) -> dict[str, Any]:
     # 3. the anti-join: one shuffle on file name, then a set difference per partition.
     used = collect_used_metadata(table)
     manifests = sorted(used.manifests)
-    used_rows = sc.parallelize(manifests, context.parallelism(len(manifests), per_core=4)).mapPartitions(
+    sized = [(name, used.manifest_sizes.get(name)) for name in manifests]
+    used_rows = sc.parallelize(sized, context.parallelism(len(manifests), per_core=4)).mapPartitions(
         partial(read_used_names, uri, options)
     )
     metadata_rows = sc.parallelize([(name, None) for name in used.names], 1)
@@ -326,6 +334,7 @@ def run(context: JobContext) -> dict[str, Any]:
     state = UsedMetadata(
         names=used.names - before,
         manifests=used.manifests,
+        manifest_sizes=used.manifest_sizes,
         latest_ids=used.latest_ids,
         tags=used.tags,
         changelogs=used.changelogs,

@@ -114,7 +114,7 @@ def protected_data_names(
         refs += reader.manifest_list(snapshot.delta_manifest_list, owner)
         merged: dict[tuple[object, ...], ManifestEntry] = {}
         with gc_paused():
-            for entries in reader.manifests([r.file_name for r in refs], owner):
+            for entries in reader.manifests([r.file_name for r in refs], owner, [r.file_size for r in refs]):
                 merge_entries(entries, merged)
         names.update(e.file.file_name for e in iter_added(merged))
     return names
@@ -141,7 +141,7 @@ def manifests_or_gone(
     result = []
     for ref in refs:
         try:
-            result.append(reader.manifest(ref.file_name, owner))
+            result.append(reader.manifest(ref.file_name, owner, ref.file_size))
         except FileNotFoundError:
             if not missing_ok:
                 raise

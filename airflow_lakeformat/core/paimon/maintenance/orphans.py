@@ -46,7 +46,7 @@ from airflow_lakeformat.core.errors import (
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.results import summary
-from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon import avro, paths
 from airflow_lakeformat.core.paimon.maintenance.orphan_listing import (
     Candidate,
     CandidateDirectory,  # noqa: F401  (re-exported for the Spark job)
@@ -81,6 +81,7 @@ class UsedMetadata:
 
     names: set[str] = field(default_factory=set)
     manifests: set[str] = field(default_factory=set)  # data and changelog manifests to read names from
+    manifest_sizes: dict[str, int | None] = field(default_factory=dict)  # manifest -> its list's _FILE_SIZE
     owners: dict[str, tuple[str, ...]] = field(default_factory=dict)  # owner -> its manifest lists
     latest_ids: dict[str, int | None] = field(default_factory=dict)  # branch -> latest snapshot seen
     tags: dict[str, int] = field(default_factory=dict)  # "branch:tag" -> snapshot id
@@ -158,6 +159,7 @@ def _add_references(
             seen_blocks.add(block_id)
             for ref in rows:
                 used.manifests.add(ref.file_name)
+                used.manifest_sizes[ref.file_name] = ref.file_size
                 names.add(ref.file_name)
                 names.update(ref.extra_files)
 
@@ -198,9 +200,10 @@ def collect_used_metadata(
     return used
 
 
-def names_in_manifest(table: Table, name: str) -> set[str]:
-    """Data, changelog and extra file names a manifest mentions (ADD and DELETE entries alike)."""
-    return set(table.manifest_file_names(name))
+def names_in_manifest(table: Table, name: str, expected_size: int | None = None) -> set[str]:
+    """Data, changelog and extra file names a manifest mentions (ADD and DELETE entries alike); a
+    manifest whose size is not its list's ``expected_size`` is CorruptMetadataError (truncated)."""
+    return set(table.manifest_file_names(name, expected_size=expected_size))
 
 
 def manifest_name_lists(
@@ -229,7 +232,9 @@ def manifest_name_lists(
                         progress.advance()
                         continue
                     raise MissingMetadataError(table.io.uri(table.manifest_path(name)), ", ".join(owners[:3]))
-                yield manifest_scan.manifest_file_names(data, table.io.uri(table.manifest_path(name)))
+                uri = table.io.uri(table.manifest_path(name))
+                avro.check_manifest_size(data, uri, used.manifest_sizes.get(name))
+                yield manifest_scan.manifest_file_names(data, uri)
                 progress.advance()
     finally:
         progress.finish()

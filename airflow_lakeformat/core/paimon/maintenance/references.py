@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import posixpath
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -168,23 +169,32 @@ class MetadataReader:
             self._index[name] = files
         return files
 
-    def manifest(self, name: str, referenced_by: str) -> list[ManifestEntry]:
-        """A manifest's entries, decoded once and kept for the rest of the run."""
+    def manifest(
+        self, name: str, referenced_by: str, expected_size: int | None = None
+    ) -> list[ManifestEntry]:
+        """A manifest's entries, decoded once and kept for the rest of the run (checked against the
+        manifest list's ``expected_size`` when given: ``avro.check_manifest_size``)."""
         entries = self._manifests.get(name)
         if entries is None:
-            entries = self.table.manifest(name, referenced_by)
+            entries = self.table.manifest(name, referenced_by, expected_size)
             self.reads["manifest"] += 1
             self.names["manifest"].add(name)
             self._manifests[name] = entries
         return entries
 
-    def manifests(self, names: list[str], referenced_by: str) -> list[list[ManifestEntry]]:
+    def manifests(
+        self, names: list[str], referenced_by: str, sizes: Sequence[int | None] | None = None
+    ) -> list[list[ManifestEntry]]:
         """Many manifests' entries, in order: the ones not read yet are fetched on the table's
-        ``read_parallelism`` threads (object stores) and decoded here, then kept."""
+        ``read_parallelism`` threads (object stores) and decoded here, then kept. ``sizes`` (the
+        manifest list's, one per name) are checked as in :meth:`manifest`."""
+        expected = dict(zip(names, sizes, strict=True)) if sizes is not None else {}
         missing = list(dict.fromkeys(n for n in names if n not in self._manifests))
         if missing:
             table = self.table
-            fetched = table.parallel_imap(lambda n: table._read_metadata(n, referenced_by), missing)
+            fetched = table.parallel_imap(
+                lambda n: table._read_metadata(n, referenced_by, expected.get(n)), missing
+            )
             for name, data in zip(missing, fetched, strict=True):
                 self._manifests[name] = avro.decode_manifest(data, table.io.uri(table.manifest_path(name)))
                 self.reads["manifest"] += 1
