@@ -97,6 +97,15 @@ def truncated_manifest(root: Path) -> Path:
     return _truncate(_head_manifest(root), 40)
 
 
+def manifest_cut_at_block_boundary(root: Path) -> Path:
+    """Cut right after the header (its sync marker, which also ends every block): a valid, empty Avro
+    file (Avro has no end marker), so only the manifest list's ``manifest_length`` reveals the lost rows."""
+    path = _head_manifest(root)
+    data = path.read_bytes()
+    path.write_bytes(data[: data.index(data[-16:]) + 16])
+    return path
+
+
 def missing_manifest(root: Path) -> Path:
     path = _head_manifest(root)
     path.unlink()
@@ -105,7 +114,13 @@ def missing_manifest(root: Path) -> Path:
 
 CORRUPTIONS: dict[str, Callable[[Path], Path]] = {
     f.__name__.replace("_", "-"): f
-    for f in (truncated_metadata, truncated_manifest_list, truncated_manifest, missing_manifest)
+    for f in (
+        truncated_metadata,
+        truncated_manifest_list,
+        truncated_manifest,
+        manifest_cut_at_block_boundary,
+        missing_manifest,
+    )
 }
 
 EXPIRE_ALL = ["--retain-last", "1", "--older-than", "0 ms"]
@@ -142,6 +157,7 @@ _NO_MANIFEST = {
 NOT_READ: dict[str, set[str]] = {
     "truncated-manifest-list": {"snapshots"},
     "truncated-manifest": _NO_MANIFEST,
+    "manifest-cut-at-block-boundary": _NO_MANIFEST,
     "missing-manifest": _NO_MANIFEST,
 }
 HINT = "metadata/version-hint.text"

@@ -15,6 +15,11 @@ the table's FileIO wrapped by :func:`checked_io`, whose ``.avro`` inputs are rea
 pyiceberg decodes them (pyiceberg reads them whole anyway). Damage inside a block that keeps the framing
 intact (flipped bits) is not caught here; a deflate block usually fails to inflate.
 
+A cut right after a block leaves a whole, shorter container that framing cannot tell from a complete file
+(Avro has no end marker). So :func:`checked_io` also takes the lengths the branch heads' manifest lists
+record for their manifests (``manifest_length``): a manifest of another size is CorruptMetadataError
+(``reach_fetch.check_length``; a writer recording wrong lengths is refused too, the safe direction).
+
 Example::
 
     check_container(data, "s3://b/t/metadata/snap-1.avro", "manifest list")
@@ -24,13 +29,14 @@ from __future__ import annotations
 
 import contextlib
 import io
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from pyiceberg.io import FileIO, InputFile, InputStream, OutputFile
 
 from airflow_lakeformat.core import avro_blocks
 from airflow_lakeformat.core.errors import CorruptMetadataError
+from airflow_lakeformat.core.iceberg.reach_fetch import check_length
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.table import IcebergTable
@@ -51,12 +57,14 @@ def check_container(data: bytes, location: str, what: str) -> None:
 
 
 class CheckedInputFile(InputFile):
-    """An input whose bytes are read whole and framed (:func:`check_container`) when it is opened."""
+    """An input whose bytes are read whole and framed (:func:`check_container`) when it is opened, and
+    checked against ``expected_length`` (a manifest's recorded length) when given."""
 
-    def __init__(self, inner: InputFile, what: str = "Avro file") -> None:
+    def __init__(self, inner: InputFile, what: str = "Avro file", expected_length: int | None = None) -> None:
         super().__init__(inner.location)
         self._inner = inner
         self._what = what
+        self._expected_length = expected_length
 
     def __len__(self) -> int:
         return len(self._inner)
@@ -68,19 +76,24 @@ class CheckedInputFile(InputFile):
         with self._inner.open(seekable) as stream:
             data = bytes(stream.read())
         check_container(data, self.location, self._what)
+        check_length(data, self.location, self._expected_length)
         return io.BytesIO(data)
 
 
 class CheckedFileIO(FileIO):
-    """A FileIO whose ``.avro`` inputs are :class:`CheckedInputFile`; everything else is the wrapped one's."""
+    """A FileIO whose ``.avro`` inputs are :class:`CheckedInputFile` (a manifest in ``lengths`` checked
+    against its recorded length too); everything else is the wrapped one's."""
 
-    def __init__(self, inner: FileIO) -> None:
+    def __init__(self, inner: FileIO, lengths: Mapping[str, int] | None = None) -> None:
         super().__init__(inner.properties)
         self.inner = inner
+        self.lengths = dict(lengths or {})
 
     def new_input(self, location: str) -> InputFile:
         found = self.inner.new_input(location)
-        return CheckedInputFile(found) if location.endswith(".avro") else found
+        if not location.endswith(".avro"):
+            return found
+        return CheckedInputFile(found, expected_length=self.lengths.get(location))
 
     def new_output(self, location: str) -> OutputFile:
         return self.inner.new_output(location)
@@ -90,8 +103,9 @@ class CheckedFileIO(FileIO):
 
 
 @contextlib.contextmanager
-def checked_io(table: IcebergTable) -> Iterator[None]:
-    """Within the block, pyiceberg's reads of the table's Avro files are framed first (module docstring).
+def checked_io(table: IcebergTable, lengths: Mapping[str, int] | None = None) -> Iterator[None]:
+    """Within the block, pyiceberg's reads of the table's Avro files are framed first, and the manifests
+    in ``lengths`` (path -> the length a manifest list records) size-checked (module docstring).
 
     The pyiceberg table's ``io`` is swapped and put back; a refresh inside the block (pyiceberg's own
     commit retry) loads a fresh, unwrapped one, which is kept.
@@ -99,9 +113,10 @@ def checked_io(table: IcebergTable) -> Iterator[None]:
     pyiceberg_table = table.table
     original = pyiceberg_table.io
     if isinstance(original, CheckedFileIO):
+        original.lengths.update(lengths or {})
         yield
         return
-    pyiceberg_table.io = CheckedFileIO(original)
+    pyiceberg_table.io = CheckedFileIO(original, lengths)
     try:
         yield
     finally:

@@ -31,7 +31,8 @@ Unreadable metadata is a typed error naming the file (CLI exit 4), never a bare 
   behind. A metadata-only commit planned from lists it has read (expiry) skips this (``check_heads=False``).
 * Staging and committing run with the table's FileIO wrapped (``avro_guard.checked_io``): an Avro file
   pyiceberg reads for itself (``add_files``' duplicate check, a merge append, an overwrite) has its framing
-  checked first, since pyiceberg 0.12's decoder reads past the buffer of a truncated file.
+  checked first, since pyiceberg 0.12's decoder reads past the buffer of a truncated file; a head's manifest
+  is also checked against the length its list records (a cut at a block boundary frames as a whole file).
 * A decoder or IO error raised while staging or committing names no file; the heads' manifest lists and
   manifests are then read with typed errors (``live_files``), and the first unreadable one is raised
   instead. If they all read, the original error propagates. This costs reads only on the failure path.
@@ -144,13 +145,16 @@ def commit_with_retry(
     started = time.monotonic()
     attempt = 0
     while True:
-        for head in branch_heads(table) if check_heads else ():
-            read_manifests(table, head)
+        lengths = {
+            m.manifest_path: m.manifest_length
+            for head in (branch_heads(table) if check_heads else ())
+            for m in read_manifests(table, head)
+        }
         tx = table.table.transaction()
-        with unreadable_metadata_named(table), checked_io(table):
+        with unreadable_metadata_named(table), checked_io(table, lengths):
             result = stage(tx)
         try:
-            with unreadable_metadata_named(table), checked_io(table):
+            with unreadable_metadata_named(table), checked_io(table, lengths):
                 tx.commit_transaction()
             return result
         except CommitStateUnknownException as exc:

@@ -152,12 +152,14 @@ class _SingleFileIO:
 
 
 def fetch_manifest(table: IcebergTable, manifest: ManifestFile, referenced_by: str) -> bytes:
-    """A manifest's bytes (``reach_fetch.fetch_metadata_file``: every scheme in the metadata).
+    """A manifest's bytes (``reach_fetch.fetch_metadata_file``: every scheme in the metadata), checked
+    against the length its manifest list records.
 
     Raises:
         MissingMetadataError: The manifest does not exist.
+        CorruptMetadataError: Its size is not the recorded ``manifest_length`` (truncated or replaced).
     """
-    return fetch_metadata_file(table, manifest.manifest_path, referenced_by)
+    return fetch_metadata_file(table, manifest.manifest_path, referenced_by, manifest.manifest_length)
 
 
 def default_decoder() -> ManifestDecoder:

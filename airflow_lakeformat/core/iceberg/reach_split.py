@@ -171,7 +171,9 @@ def warm_manifest_decoder(table: IcebergTable) -> bool:
         )
         if count < WARM_MIN_MANIFESTS or first is None:
             return False
-        decode_manifest_live_paths(fetch_metadata_file(table, first.path, "a warm-up"), first.path)
+        decode_manifest_live_paths(
+            fetch_metadata_file(table, first.path, "a warm-up", first.length), first.path
+        )
     except (LakeformatError, OSError):
         return False
     return scanners_ready("manifest", compile_now=True)

@@ -76,7 +76,12 @@ from typing import Any, TypeVar
 
 from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.collector import gc_paused
-from airflow_lakeformat.core.errors import LakeformatError, MissingMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.errors import (
+    CorruptMetadataError,
+    LakeformatError,
+    MissingMetadataError,
+    UnsupportedFormatError,
+)
 from airflow_lakeformat.core.iceberg.reach_decode import (
     CONTENT_KINDS,
     ContentRef,
@@ -86,7 +91,7 @@ from airflow_lakeformat.core.iceberg.reach_decode import (
     decode_manifest_paths,
     scanners_ready,
 )
-from airflow_lakeformat.core.iceberg.reach_fetch import fetch_metadata_file, local_path
+from airflow_lakeformat.core.iceberg.reach_fetch import fetch_metadata_file, length_problem, local_path
 from airflow_lakeformat.core.iceberg.reach_lists import SharedList, decode_manifest_list_shared
 from airflow_lakeformat.core.iceberg.reach_result import PathSink, ReachableFiles, statistics_of
 from airflow_lakeformat.core.iceberg.reach_split import (
@@ -134,6 +139,7 @@ class ReachabilityReader:
         self._shared: OrderedDict[str, SharedList] = OrderedDict()  # the last lists decoded exactly
         self.own_rows: dict[str, tuple[str, int]] = {}  # list -> (parent list, rows of its own), carried over
         self.sizes: dict[str, int] = {}  # bytes of every file read
+        self._lengths: dict[str, int] = {}  # manifest -> the length its list records, checked when read
         self.lists_read = 0
         self.manifests_read = 0
 
@@ -146,9 +152,11 @@ class ReachabilityReader:
         with ThreadPoolExecutor(max_workers=min(self.workers, len(items))) as pool:
             yield from pool.map(fn, items)
 
-    def _fetch(self, location: str, referenced_by: str) -> bytes | MissingMetadataError:
+    def _fetch(
+        self, location: str, referenced_by: str, expected_length: int | None = None
+    ) -> bytes | MissingMetadataError:
         try:
-            return fetch_metadata_file(self.table, location, referenced_by)
+            return fetch_metadata_file(self.table, location, referenced_by, expected_length)
         except MissingMetadataError as exc:
             return exc
 
@@ -174,6 +182,9 @@ class ReachabilityReader:
                         if isinstance(value, MissingMetadataError):
                             self._missing[location] = value
                         else:
+                            expected = self._lengths.get(location)
+                            if expected is not None and size != expected:
+                                raise CorruptMetadataError(location, length_problem(size, expected))
                             self.sizes[location] = size
                             cache[location] = value
                         progress.advance()
@@ -193,7 +204,8 @@ class ReachabilityReader:
         decode: Callable[[bytes, str], Any],
         progress: Progress,
     ) -> None:
-        fetched = self._map(lambda item: self._fetch(*item), wanted)
+        lengths = self._lengths
+        fetched = self._map(lambda item: self._fetch(item[0], item[1], lengths.get(item[0])), wanted)
         for (location, _), data in zip(wanted, fetched, strict=True):
             if isinstance(data, MissingMetadataError):
                 self._missing[location] = data
@@ -403,7 +415,7 @@ class ReachabilityReader:
                 return
 
     def _fetch_or_raise(self, manifest: ManifestRef) -> bytes:
-        data = self._fetch(manifest.path, _referenced_by(manifest))
+        data = self._fetch(manifest.path, _referenced_by(manifest), manifest.length)
         if isinstance(data, MissingMetadataError):
             raise data
         return data
@@ -411,7 +423,7 @@ class ReachabilityReader:
     def _add_live_paths(
         self, manifests: Sequence[ManifestRef], add: Callable[[ManifestRef, list[str]], None]
     ) -> None:
-        fetched = self._map(lambda m: self._fetch(m.path, _referenced_by(m)), manifests)
+        fetched = self._map(lambda m: self._fetch(m.path, _referenced_by(m), m.length), manifests)
         for m, data in zip(manifests, fetched, strict=True):
             if isinstance(data, MissingMetadataError):
                 raise data
@@ -461,6 +473,7 @@ class ReachabilityReader:
         for m in manifests:
             if m.path not in self._contents and m.path not in self._missing and m.path not in wanted:
                 wanted[m.path] = _referenced_by(m)
+                self._lengths[m.path] = m.length  # checked as it is read (reach_fetch)
         self.manifests_read += self._load(
             list(wanted.items()), self._contents, decode_manifest_paths, "reading manifests", progress
         )
