@@ -61,7 +61,9 @@ def test_write_operator_stores_the_values_it_is_given(
     root = make_table(tmp_path, table_format)
     module = load_dag_module("lakeformat_test_write")
     for source in user_inputs(tmp_path):
-        run = module.write_dag.test(run_conf={"table": root, "source": str(source), "overwrite": ""})
+        run = module.write_dag.test(
+            run_conf={"table": root, "source": str(source), "overwrite": "", "execution": "local"}
+        )
         assert task_states(run) == {"write": ("success", 1)}
         assert xcom_result(run, "write")["rowsWritten"] == 1
     rows = stored_rows(root)

@@ -15,6 +15,7 @@ import pytest
 
 from airflow_lakeformat.core import errors
 from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
+from airflow_lakeformat.core.sources import WriteSchema
 from airflow_lakeformat.spark import runtime
 from airflow_lakeformat.spark.jobs import compact_data as compact_job
 from airflow_lakeformat.spark.jobs import write as write_job
@@ -124,7 +125,7 @@ def test_errors_become_one_line_and_the_cli_exit_codes() -> None:
         (errors.CommitConflictError("conflict"), 7),
         (errors.CommitStateUnknownError("unknown"), 8),
         (errors.MaintenanceRefusedError("/t", "too short"), 9),
-        (errors.RegisterError("input", "bad\ncolumn"), 1),
+        (errors.RegisterError("input", "bad\ncolumn"), 11),  # the input does not fit the table
         (OSError("disk"), 1),
     ]
     for exc, code in cases:
@@ -154,7 +155,7 @@ def test_jobs_fail_before_any_spark_session_with_the_exit_codes(
     pk = create_table(str(tmp_path / "pk"), schema_from_fields(FIELDS, ["dt"], ["dt", "v"]))
     assert compact_job.main(["--table", pk.root]) == 5
     assert "primary-key table" in capsys.readouterr().err
-    assert write_job.main(["--table", pk.root, "--source", "x.parquet", "--source-format", "parquet"]) == 1
+    assert write_job.main(["--table", pk.root, "--source", "x.parquet", "--source-format", "parquet"]) == 11
     assert "cannot add files to a primary-key table" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
         write_job.main(["--table", pk.root, "--source", "x", "--source-format", "xml"])
@@ -197,16 +198,18 @@ def test_python_side_source_reading(tmp_path: Path) -> None:
         write_job.list_source_files(str(source), "csv", {})
     with pytest.raises(errors.RegisterError, match="does not exist"):
         write_job.list_source_files(str(tmp_path / "nope"), "csv", {})
+    # The tasks read with the table's types (core.sources): text parsed as its column, nothing inferred.
+    schema = WriteSchema(pa.schema([("s", pa.string()), ("v", pa.int64())]))
     csv = tmp_path / "x.csv"
     csv.write_text("s,v\n0042,7\n,8\n")
-    [data] = list(write_job._read_file(str(csv), "csv", {}, ["s", "v"]))
-    assert data.to_pylist() == [{"s": "0042", "v": "7"}, {"s": None, "v": "8"}]
+    [data] = list(write_job._read_file(str(csv), "csv", {}, schema))
+    assert data.to_pylist() == [{"s": "0042", "v": 7}, {"s": None, "v": 8}]
     jsonl = tmp_path / "x.jsonl"
     jsonl.write_text('{"s": "a", "v": 1}\n{"s": null, "v": 2}\n')
-    [data] = list(write_job._read_file(str(jsonl), "json", {}, ["s", "v"]))
+    [data] = list(write_job._read_file(str(jsonl), "json", {}, schema))
     assert data.to_pylist() == [{"s": "a", "v": 1}, {"s": None, "v": 2}]
-    batches = list(write_job._read_file(str(source / "a.parquet"), "parquet", {}, ["v"]))
-    assert sum(b.num_rows for b in batches) == 2
+    batches = list(write_job._read_file(str(source / "a.parquet"), "parquet", {}, schema))
+    assert sum(b.num_rows for b in batches) == 2 and all(b.schema == schema.arrow for b in batches)
 
 
 def test_the_default_reader_and_the_python_readers_plan(tmp_path: Path) -> None:
@@ -243,8 +246,9 @@ def test_the_default_reader_and_the_python_readers_plan(tmp_path: Path) -> None:
     [(path, size, _)] = write_job.source_files(str(flat / "a.parquet"), "parquet", {})
     shares = write_job.plan_source_units([(path, size, "a.parquet")], "parquet", 2, {})
     assert sorted(u[2] for share in shares for u in share) == [(0,), (1,), (2,)] and all(shares)
+    only_v = WriteSchema(pa.schema([("v", pa.int64())]))
     rows = [
-        sum(t.num_rows for u in share for t in write_job._read_file(u[0], "parquet", {}, ["v"], u[2]))
+        sum(t.num_rows for u in share for t in write_job._read_file(u[0], "parquet", {}, only_v, u[2]))
         for share in shares
     ]
     assert sorted(rows) == [10, 20]
