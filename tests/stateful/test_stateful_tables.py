@@ -1,14 +1,19 @@
 """Runs the model-based stateful machine (tests/stateful/machine.py); see tests/stateful/README.md.
 
-CI mode (default): a bounded, derandomized run. Soak mode: ``LAKEFORMAT_STATEFUL_EXAMPLES`` /
-``LAKEFORMAT_STATEFUL_STEPS`` / ``LAKEFORMAT_STATEFUL_ROUNDS`` make it long and random (seeded by
-``--hypothesis-seed=N``, one seed per round: N, N+1, ...).
+CI mode (default): a fixed sequence of seeded rounds (seed CI_SEED, CI_SEED + 1, ...; CI_ROUND_EXAMPLES
+examples of up to CI_STEPS steps each), run until CI_EXAMPLES examples are done or the machine has used
+its time budget (``LAKEFORMAT_STATEFUL_BUDGET_S``, default CI_BUDGET_S) and at least CI_MIN_EXAMPLES are
+done. The budget bounds how FAR the run explores, never what a step checks: every step of every example
+is checked in full, and the rounds' seeds are printed, so any failure replays. Soak mode:
+``LAKEFORMAT_STATEFUL_EXAMPLES`` / ``LAKEFORMAT_STATEFUL_STEPS`` / ``LAKEFORMAT_STATEFUL_ROUNDS`` make it
+long and random (seeded by ``--hypothesis-seed=N``, one seed per round: N, N+1, ...).
 """
 
 from __future__ import annotations
 
 import os
 import random
+import time
 from typing import Any
 
 import hypothesis.core
@@ -23,6 +28,10 @@ pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 CI_EXAMPLES = 50
 CI_STEPS = 40
+CI_SEED = 20261128
+CI_ROUND_EXAMPLES = 5
+CI_MIN_EXAMPLES = 10
+CI_BUDGET_S = 120.0
 
 
 def machine_settings(examples: int, steps: int, derandomize: bool) -> settings:
@@ -38,6 +47,36 @@ def machine_settings(examples: int, steps: int, derandomize: bool) -> settings:
     )
 
 
+def _ci_rounds(budget_s: float) -> None:
+    """CI mode: seeded rounds of CI_ROUND_EXAMPLES examples until CI_EXAMPLES, or the budget is spent
+    once CI_MIN_EXAMPLES are done. A failing round fails the test with its seed (shrunk as usual)."""
+    started = time.monotonic()
+    previous = hypothesis.core.global_force_seed
+    done = 0
+    seed = CI_SEED
+    try:
+        while done < CI_EXAMPLES:
+            if done >= CI_MIN_EXAMPLES and time.monotonic() - started >= budget_s:
+                break
+            hypothesis.core.global_force_seed = seed
+            try:
+                run_state_machine_as_test(
+                    PaimonTableMachine, settings=machine_settings(CI_ROUND_EXAMPLES, CI_STEPS, False)
+                )
+            except Exception as exc:
+                exc.add_note(f"stateful CI round with seed {seed} (replay: --hypothesis-seed={seed})")
+                raise
+            done += CI_ROUND_EXAMPLES
+            seed += 1
+    finally:
+        hypothesis.core.global_force_seed = previous
+        print(
+            f"\nstateful CI: {done} examples in rounds seeded {CI_SEED}..{seed - 1}, "
+            f"{time.monotonic() - started:.0f} s of a {budget_s:.0f} s budget",
+            flush=True,
+        )
+
+
 def _describe(exc: BaseException) -> str:
     notes = "\n".join(getattr(exc, "__notes__", []) or [])
     return f"{type(exc).__name__}: {str(exc).strip()}\n{notes}".strip()
@@ -47,7 +86,7 @@ def test_stateful_machine(request: pytest.FixtureRequest) -> None:
     """CI: ~{CI_EXAMPLES} examples x {CI_STEPS} steps, derandomized. Soak: see the module docstring."""
     examples = int(os.environ.get("LAKEFORMAT_STATEFUL_EXAMPLES", "0"))
     if not examples:
-        run_state_machine_as_test(PaimonTableMachine, settings=machine_settings(CI_EXAMPLES, CI_STEPS, True))
+        _ci_rounds(float(os.environ.get("LAKEFORMAT_STATEFUL_BUDGET_S", CI_BUDGET_S)))
         return
     steps = int(os.environ.get("LAKEFORMAT_STATEFUL_STEPS", "50"))
     rounds = int(os.environ.get("LAKEFORMAT_STATEFUL_ROUNDS", "1"))
