@@ -13,6 +13,17 @@ Every subcommand prints exactly one JSON document on stdout (diagnostics go to s
     append TABLE_PATH --rows JSON_FILE
     batch [FILE]                              several of the above in one process; FILE (default stdin)
                                               holds a JSON list of argument lists; prints the list of results
+    serve                                     a long-lived server: JSON lines in, JSON lines out (below)
+
+``serve`` (what ``tests/support/pypaimon.py`` runs, one per pytest process) pays pypaimon's import
+once. Each stdin line is a request ``{"argv": [...], "stdin": optional text}``, run exactly as the CLI
+runs ``argv`` with that text on stdin; each answer is one line on the real stdout:
+``{"ok": true, "result": DOCUMENT}`` or ``{"ok": false, "code": EXIT_STATUS, "error": TEXT}`` (the exit
+status the CLI would have had; TEXT is the request's stderr and the message or traceback). File
+descriptor 1 points at stderr while serving, so nothing pypaimon prints reaches the protocol. Requests
+share nothing: every command opens its catalog and tables afresh (pypaimon 2.1.0's caches, e.g. the
+filesystem catalog's file IO and SchemaManager's schemas, live on those objects, not in modules), and
+the environment and working directory are restored after each request.
 
 Value normalisation (shared with the ``lakeformat`` CLI): NULL -> null, BOOLEAN -> bool,
 integer types -> int, FLOAT/DOUBLE -> float, character types -> str, DATE -> "YYYY-MM-DD",
@@ -34,6 +45,7 @@ import os
 import random
 import re
 import sys
+import traceback
 import warnings
 from typing import Any
 
@@ -840,6 +852,8 @@ def _parser() -> argparse.ArgumentParser:
         "file", nargs="?", default="-", help='JSON list of argument lists, e.g. [["plan", "T"]]; "-" = stdin'
     )
     batch.set_defaults(func=cmd_batch)
+
+    sub.add_parser("serve", help="answer JSON-line requests until stdin closes (see above)")
     return parser
 
 
@@ -857,8 +871,8 @@ def cmd_batch(args: argparse.Namespace) -> list[Any]:
     results = []
     for index, argv in enumerate(commands):
         argv = [str(a) for a in argv]
-        if argv[0] == "batch":
-            raise OracleError("batch commands cannot nest")
+        if argv[0] in ("batch", "serve"):
+            raise OracleError(f"batch commands cannot nest ({argv[0]})")
         try:
             sub_args = _parser().parse_args(argv)
         except SystemExit as exc:
@@ -870,19 +884,95 @@ def cmd_batch(args: argparse.Namespace) -> list[Any]:
     return results
 
 
-def main(argv: list[str] | None = None) -> int:
+def _execute(argv: list[str]) -> Any:
+    """Parse ``argv`` and run its command with stdout captured; diagnostics go to stderr."""
     args = _parser().parse_args(argv)
+    if args.command == "serve":
+        raise OracleError("serve cannot be a request")
     # Anything pypaimon prints must not corrupt the JSON on stdout.
     captured = io.StringIO()
     try:
         with contextlib.redirect_stdout(captured):
-            result = args.func(args)
-    except OracleError as exc:
+            return args.func(args)
+    finally:
         sys.stderr.write(captured.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv == ["serve"]:
+        return serve()
+    try:
+        result = _execute(argv)
+    except OracleError as exc:
         sys.stderr.write(f"pypaimon_oracle: {exc}\n")
         return 2
-    sys.stderr.write(captured.getvalue())
     _dump(result)
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
+# serve: one process, many requests
+# ----------------------------------------------------------------------------------------------
+
+
+def _encode(answer: dict[str, Any]) -> str:
+    return json.dumps(answer, sort_keys=True, ensure_ascii=False, allow_nan=False)
+
+
+@contextlib.contextmanager
+def _request_scope(stdin_text: str | None, stderr: io.StringIO) -> Any:
+    """The request's stdin and stderr; the environment and working directory restored afterwards."""
+    environment, cwd, real_stdin = dict(os.environ), os.getcwd(), sys.stdin
+    try:
+        with contextlib.redirect_stderr(stderr):
+            sys.stdin = io.StringIO(stdin_text or "")
+            yield
+    finally:
+        sys.stdin = real_stdin
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(environment)
+
+
+def _answer(line: str) -> str:
+    """The protocol line answering one request line."""
+    try:
+        request = json.loads(line)
+        argv = [str(arg) for arg in request["argv"]]
+        stdin_text = request.get("stdin")
+    except (ValueError, KeyError, TypeError) as exc:
+        return _encode(
+            {"ok": False, "code": 2, "error": f"pypaimon_oracle: bad request {line[:200]!r}: {exc}"}
+        )
+    stderr = io.StringIO()
+    try:
+        with _request_scope(stdin_text, stderr):
+            answer = _encode({"ok": True, "result": _execute(argv)})
+        sys.stderr.write(stderr.getvalue())  # a success's diagnostics go to the server's log
+        return answer
+    except OracleError as exc:
+        code, message = 2, f"pypaimon_oracle: {exc}"
+    except SystemExit as exc:  # argparse: invalid arguments (its usage text is on stderr)
+        code, message = exc.code if isinstance(exc.code, int) else 1, ""
+    except Exception:
+        code, message = 1, traceback.format_exc()
+    return _encode({"ok": False, "code": code, "error": (stderr.getvalue() + message).strip()})
+
+
+def serve() -> int:
+    """Answer JSON-line requests from stdin until it closes; see the module docstring."""
+    protocol_in = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    protocol_out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # no command can read a request line
+    os.dup2(2, 1)  # nor print into an answer
+    os.close(devnull)
+    sys.stdout = sys.stderr
+    for line in protocol_in:
+        if line.strip():
+            protocol_out.write(_answer(line) + "\n")
+            protocol_out.flush()
     return 0
 
 
