@@ -10,6 +10,16 @@ the SQLite JDBC driver from Debian's ``libxerial-sqlite-jdbc-*`` (unpacked there
 Every command prints exactly ONE JSON document on stdout (the JVM's own stdout is redirected to stderr).
 Exit status: 0 ok, 2 a precondition failed (message on stderr), 1 anything else (traceback on stderr).
 
+``serve`` instead keeps ONE Spark session for the life of the process and answers JSON-lines requests from stdin,
+``{"argv": [command, session options..., args...], "stdin": text (for batch)}``, with one line each on stdout:
+``{"ok": true, "result": ...}`` or ``{"ok": false, "code": 2|1, "error": message or traceback}`` (the codes of
+the exit status above). Before each request the catalogs are pointed at its ``--warehouse``/``--catalog-db`` and
+the session is cleaned (``Oracle.target``: catalogs closed and re-made, session settings, current catalog and
+namespace, cached data, temporary views and cached manifests back to the start), so no request sees another's
+state. Requests with ``--conf`` are refused (code 2): those settings need a session of their own. It stops
+(Spark session too) at the end of stdin, or exits 1 if the JVM died. ``tests/support/java_iceberg.py`` runs one
+per pytest process.
+
 Session options, accepted by every command (``batch`` passes its own to the commands it runs):
     --warehouse DIR        Hadoop catalog ``hc``: tables at DIR/<namespace>/<table> (required)
     --catalog-db PATH      JDBC catalog ``jc`` on this SQLite file, same warehouse DIR (pyiceberg's SqlCatalog
@@ -94,6 +104,8 @@ Commands:
     batch [FILE]
         Several commands in ONE Spark session; FILE (default stdin) holds a JSON list of argument lists (without
         session options); prints the list of their results.
+    serve
+        Requests on stdin, answers on stdout, one Spark session (above). Takes no session options.
 
 Value normalisation (rows and partitions): NULL -> null, booleans, integers -> int, float/double -> float
 (NaN/inf -> "NaN"/"Infinity"/"-Infinity"), decimal -> str at the column scale, string -> str, date ->
@@ -111,8 +123,10 @@ Quirks found while building this (Iceberg 1.10.2, Spark 3.5.7):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import decimal
+import io
 import json
 import math
 import os
@@ -271,12 +285,12 @@ def _quote(part: str) -> str:
 
 
 class Oracle:
-    """One Spark session with the Hadoop catalog ``hc`` (and the JDBC catalog ``jc``) over one warehouse."""
+    """One Spark session with the Hadoop catalog ``hc`` (and the JDBC catalog ``jc``) over one warehouse.
 
-    def __init__(self, warehouse: Path, catalog_db: Path | None, confs: dict[str, str]) -> None:
-        self.warehouse = warehouse.resolve()
-        self.catalog_db = catalog_db.resolve() if catalog_db else None
-        self.warehouse.mkdir(parents=True, exist_ok=True)
+    Construction starts the session; :meth:`target` points the catalogs at a warehouse (and catalog db) and
+    drops whatever an earlier command left in the session, so one session can serve many warehouses."""
+
+    def __init__(self, confs: dict[str, str]) -> None:
         jars, native = _session_jars()
         os.environ.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
         if (native / "libsqlite3.so.0").exists():  # only when setup had to bring libsqlite3 along
@@ -285,9 +299,9 @@ class Oracle:
             "spark.master": "local[2]",
             "spark.app.name": "lakeformat-iceberg-oracle",
             "spark.jars": ",".join(jars),
-            # The driver JVM is short-lived and does little work: C1-only JIT and the serial GC halve the wall
-            # time of a build on 2 busy cores (measured: 57 s -> 27 s). The sqlite-jdbc native library comes
-            # from Debian's package, unpacked outside the usual JNI directory.
+            # The driver JVM does little work: C1-only JIT and the serial GC halve the wall time of a build on 2
+            # busy cores (measured: 57 s -> 27 s). The sqlite-jdbc native library comes from Debian's package,
+            # unpacked outside the usual JNI directory.
             "spark.driver.extraJavaOptions": " ".join(
                 [
                     "-XX:TieredStopAtLevel=1",
@@ -303,22 +317,10 @@ class Oracle:
             "spark.default.parallelism": "2",
             "spark.ui.enabled": "false",
             "spark.ui.showConsoleProgress": "false",
-            "spark.sql.catalog.hc": "org.apache.iceberg.spark.SparkCatalog",
-            "spark.sql.catalog.hc.type": "hadoop",
-            "spark.sql.catalog.hc.warehouse": self.warehouse.as_uri(),
-            # Other processes (pyiceberg, our code) commit between commands: never serve a cached table.
-            "spark.sql.catalog.hc.cache-enabled": "false",
         }
-        if self.catalog_db is not None:
-            self.catalog_db.parent.mkdir(parents=True, exist_ok=True)
-            settings |= {
-                "spark.sql.catalog.jc": "org.apache.iceberg.spark.SparkCatalog",
-                "spark.sql.catalog.jc.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-                "spark.sql.catalog.jc.uri": f"jdbc:sqlite:{self.catalog_db}",
-                "spark.sql.catalog.jc.warehouse": self.warehouse.as_uri(),
-                "spark.sql.catalog.jc.cache-enabled": "false",
-            }
-        # --conf: extra JVM options are added to ours, any other setting replaces ours.
+        # --conf: extra JVM options are added to ours, any other setting replaces ours (catalog settings
+        # too: target() applies the --conf value of those).
+        self.confs = dict(confs)
         for key, value in confs.items():
             if key == "spark.driver.extraJavaOptions":
                 value = f"{settings[key]} {value}"
@@ -333,7 +335,94 @@ class Oracle:
         self.spark.sparkContext.setLogLevel("ERROR")
         self.session_seconds = round(time.monotonic() - started, 2)
         self.jvm = self.spark._jvm
+        self._baseline_conf = self._sql_conf()
         self._manifest_cache: dict[str, list[dict[str, Any]]] = {}
+        self.warehouse = Path()
+        self.catalog_db: Path | None = None
+
+    # ---- targeting a warehouse ------------------------------------------------------------------
+
+    def target(self, warehouse: Path, catalog_db: Path | None) -> None:
+        """Point ``hc`` (and ``jc`` when ``catalog_db`` is given) at ``warehouse``, in a session as clean as
+        a new one: catalogs re-instantiated, session settings as at the start, no cached data, temporary
+        views or cached manifests, current catalog and namespace the defaults."""
+        self.warehouse = warehouse.resolve()
+        self.catalog_db = catalog_db.resolve() if catalog_db else None
+        self.warehouse.mkdir(parents=True, exist_ok=True)
+        if self.catalog_db is not None:
+            self.catalog_db.parent.mkdir(parents=True, exist_ok=True)
+        self._close_catalogs()
+        self._restore_sql_conf()
+        for key, value in self._catalog_settings().items():
+            self._conf().setConfString(key, value)
+        # Drops the catalog instances (re-made from the settings above on first use) and resets the current
+        # catalog and namespace.
+        self.spark._jsparkSession.sessionState().catalogManager().reset()
+        self.spark.catalog.clearCache()
+        self._drop_temp_views()
+        self._manifest_cache.clear()
+
+    def _catalog_settings(self) -> dict[str, str]:
+        settings = {
+            "spark.sql.catalog.hc": "org.apache.iceberg.spark.SparkCatalog",
+            "spark.sql.catalog.hc.type": "hadoop",
+            "spark.sql.catalog.hc.warehouse": self.warehouse.as_uri(),
+            # Other processes (pyiceberg, our code) commit between commands: never serve a cached table.
+            "spark.sql.catalog.hc.cache-enabled": "false",
+        }
+        if self.catalog_db is not None:
+            settings |= {
+                "spark.sql.catalog.jc": "org.apache.iceberg.spark.SparkCatalog",
+                "spark.sql.catalog.jc.catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
+                "spark.sql.catalog.jc.uri": f"jdbc:sqlite:{self.catalog_db}",
+                "spark.sql.catalog.jc.warehouse": self.warehouse.as_uri(),
+                "spark.sql.catalog.jc.cache-enabled": "false",
+            }
+        return settings | {key: value for key, value in self.confs.items() if key in settings}
+
+    def _conf(self) -> Any:
+        """The session's SQLConf (JVM); set directly, it takes any key, as the builder does."""
+        return self.spark._jsparkSession.sessionState().conf()
+
+    def _sql_conf(self) -> dict[str, str]:
+        settings = self._conf().getAllConfs()
+        return dict(self.jvm.scala.collection.JavaConverters.mapAsJavaMapConverter(settings).asJava())
+
+    def _restore_sql_conf(self) -> None:
+        """Undo every session setting made since the start (``SET`` statements, the previous target)."""
+        conf, current = self._conf(), self._sql_conf()
+        for key in current.keys() - self._baseline_conf.keys():
+            conf.unsetConf(key)
+        for key, value in self._baseline_conf.items():
+            if current.get(key) != value:
+                conf.setConfString(key, value)
+
+    def _close_catalogs(self) -> None:
+        """Close the Iceberg catalogs the session instantiated (the JDBC catalog holds a SQLite connection,
+        to a file a test may since have replaced). CatalogManager keeps them in a private map."""
+        from py4j.java_gateway import is_instance_of
+
+        manager = self.spark._jsparkSession.sessionState().catalogManager()
+        fields = [f for f in manager.getClass().getDeclaredFields() if str(f.getName()).endswith("catalogs")]
+        if len(fields) != 1:
+            raise OracleError("cannot find the catalogs of Spark's CatalogManager to close them")
+        fields[0].setAccessible(True)
+        plugins = self.jvm.scala.collection.JavaConverters.mapAsJavaMapConverter(fields[0].get(manager))
+        gateway = self.spark.sparkContext._gateway
+        for plugin in list(plugins.asJava().values()):
+            if str(plugin.getClass().getName()).startswith("org.apache.iceberg.spark."):
+                plugin = plugin.icebergCatalog()
+            if is_instance_of(gateway, plugin, "java.io.Closeable"):
+                plugin.close()
+
+    def _drop_temp_views(self) -> None:
+        for table in self.spark.catalog.listTables("global_temp"):
+            if not table.isTemporary:
+                continue
+            if table.namespace == ["global_temp"]:
+                self.spark.catalog.dropGlobalTempView(table.name)
+            else:
+                self.spark.catalog.dropTempView(table.name)
 
     # ---- helpers ------------------------------------------------------------------------------
 
@@ -1282,6 +1371,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_extra_commands(commands, parent)
     batch = commands.add_parser("batch", parents=[parent])
     batch.add_argument("file", nargs="?", default="-")
+    commands.add_parser("serve")
     return parser
 
 
@@ -1368,32 +1458,52 @@ def _session_settings(args: argparse.Namespace) -> tuple[Path, Path | None, dict
     return warehouse, getattr(args, "catalog_db", None), confs
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Parse, run in one Spark session, print one JSON document on the real stdout."""
+def _batch_commands(parse: Callable[[list[str]], argparse.Namespace], text: str) -> list[argparse.Namespace]:
+    """The commands of a ``batch`` (a JSON list of argument lists without session options), parsed."""
+    sub_args = [parse([str(a) for a in argv]) for argv in json.loads(text)]
+    for sub in sub_args:
+        if sub.command == "batch":
+            raise OracleError("batch cannot nest")
+        if sub.command == "serve":
+            raise OracleError("serve cannot run in a batch")
+        for option in ("warehouse", "catalog_db", "conf"):
+            if hasattr(sub, option):
+                raise OracleError(f"batch commands take no session option (--{option.replace('_', '-')})")
+    return sub_args
+
+
+def _run(oracle: Oracle, args: argparse.Namespace, commands: list[argparse.Namespace] | None) -> Any:
+    """One command, or the commands of a batch, in a session already targeted."""
+    if commands is None:
+        return _timed(oracle, args)
+    return [_timed(oracle, sub) for sub in commands]
+
+
+def _prepare() -> Any:
+    """stdout discipline and the process time zone; returns the writer for the real stdout."""
     out = _protect_stdout()
     # pyspark turns timestamps into naive datetimes in the PROCESS time zone: make that UTC, like the session.
     os.environ["TZ"] = "UTC"
     time.tzset()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse, run in one Spark session, print one JSON document on the real stdout (``serve``: many)."""
+    out = _prepare()
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        return serve(parser, sys.stdin, out)
     try:
         warehouse, catalog_db, confs = _session_settings(args)
+        commands = None
         if args.command == "batch":
             text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
-            sub_args = [parser.parse_args([str(a) for a in argv_]) for argv_ in json.loads(text)]
-            for sub in sub_args:
-                if sub.command == "batch":
-                    raise OracleError("batch cannot nest")
-                for option in ("warehouse", "catalog_db", "conf"):
-                    if hasattr(sub, option):
-                        raise OracleError(
-                            f"batch commands take no session option (--{option.replace('_', '-')})"
-                        )
-            oracle = Oracle(warehouse, catalog_db, confs)
-            result: Any = [_timed(oracle, sub) for sub in sub_args]
-        else:
-            oracle = Oracle(warehouse, catalog_db, confs)
-            result = _timed(oracle, args)
+            commands = _batch_commands(parser.parse_args, text)
+        oracle = Oracle(confs)
+        oracle.target(warehouse, catalog_db)
+        result = _run(oracle, args, commands)
     except OracleError as exc:
         print(f"iceberg_oracle: error: {exc}", file=sys.stderr)
         return 2
@@ -1403,11 +1513,92 @@ def main(argv: list[str] | None = None) -> int:
     json.dump(result, out, sort_keys=False)
     out.write("\n")
     out.flush()
+    _stop(oracle)
+    return 0
+
+
+def _stop(oracle: Oracle | None) -> None:
+    if oracle is None:
+        return
     try:
         oracle.spark.stop()
     except Exception:  # the JSON is out; a failing shutdown must not turn success into failure
         traceback.print_exc()
+
+
+# ----------------------------------------------------------------------------------------------
+# serve: one Spark session, many requests
+# ----------------------------------------------------------------------------------------------
+
+
+def serve(parser: argparse.ArgumentParser, requests: Any, out: Any) -> int:
+    """Answer JSON-lines requests from ``requests`` until it ends, in ONE Spark session started with the
+    first request. A request is ``{"argv": [command, session options..., args...], "stdin": text for
+    batch}``; the answer, one line on ``out``, ``{"ok": true, "result": ...}`` or ``{"ok": false, "code": 2
+    (precondition) | 1 (anything else), "error": message or traceback}``. Every request gets the session
+    re-targeted (Oracle.target), so nothing of one request is seen by the next."""
+    state: dict[str, Oracle] = {}
+    for line in requests:
+        if not line.strip():
+            continue
+        answer = _answer(parser, state, line)
+        try:
+            text = json.dumps(answer, sort_keys=False)
+        except (TypeError, ValueError):
+            text = json.dumps({"ok": False, "code": 1, "error": traceback.format_exc()})
+        out.write(text + "\n")
+        out.flush()
+        if not answer["ok"] and "oracle" in state and not _jvm_alive(state["oracle"]):
+            print("iceberg_oracle: serve: the JVM is gone, exiting", file=sys.stderr)
+            return 1
+    _stop(state.get("oracle"))
     return 0
+
+
+def _answer(parser: argparse.ArgumentParser, state: dict[str, Oracle], line: str) -> dict[str, Any]:
+    """One request of ``serve``: parse it, (start and) target the session, run it."""
+    try:
+        request = json.loads(line)
+        args = _parse_request(parser, [str(a) for a in request["argv"]])
+        warehouse, catalog_db, confs = _session_settings(args)
+        if confs:
+            raise OracleError("serve runs no --conf: run a command with Spark settings on its own")
+        commands = None
+        if args.command == "batch":
+            text = request.get("stdin") if args.file == "-" else Path(args.file).read_text(encoding="utf-8")
+            commands = _batch_commands(lambda argv: _parse_request(parser, argv), text or "")
+        if "oracle" not in state:
+            state["oracle"] = Oracle({})
+        state["oracle"].target(warehouse, catalog_db)
+        return {"ok": True, "result": _run(state["oracle"], args, commands)}
+    except OracleError as exc:
+        print(f"iceberg_oracle: error: {exc}", file=sys.stderr, flush=True)
+        return {"ok": False, "code": 2, "error": str(exc)}
+    except Exception:
+        message = traceback.format_exc()
+        print(message, file=sys.stderr, flush=True)
+        return {"ok": False, "code": 1, "error": message}
+
+
+def _parse_request(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse's parse, its usage errors as OracleError (the CLI exits 2 for them too)."""
+    errors = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(errors):
+            args = parser.parse_args(argv)
+    except SystemExit:
+        raise OracleError(errors.getvalue().strip() or f"cannot parse {argv}") from None
+    if args.command == "serve":
+        raise OracleError("serve cannot be a request")
+    return args
+
+
+def _jvm_alive(oracle: Oracle) -> bool:
+    try:
+        oracle.jvm.java.lang.System.currentTimeMillis()
+    except Exception:
+        return False
+    return True
 
 
 if __name__ == "__main__":
