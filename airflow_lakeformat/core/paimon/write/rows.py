@@ -58,14 +58,17 @@ def group_rows(data: pa.Table, layout: Layout) -> dict[tuple[bytes, int], list[i
     return dict(groups)
 
 
-_ROW_NUMBERS: list[pa.Array] = [pa.array([], pa.int64())]
+# Built on first use: pa.array() of a Python sequence imports pandas (pyarrow checks for pandas types),
+# which would cost every process that merely imports this module about 2.5 s.
+_ROW_NUMBERS: list[pa.Array | None] = [None]
 
 
 def _row_numbers(count: int) -> pa.Array:
     """``0 .. count - 1`` as an int64 array, sliced from a cached one (building it per batch costs)."""
     cached = _ROW_NUMBERS[0]
-    if len(cached) < count:
-        cached = _ROW_NUMBERS[0] = pa.array(range(max(count, 2 * len(cached))), pa.int64())
+    if cached is None or len(cached) < count:
+        size = max(count, 2 * (len(cached) if cached is not None else 0))
+        cached = _ROW_NUMBERS[0] = pa.array(range(size), pa.int64())
     return cached.slice(0, count)
 
 
