@@ -1,9 +1,19 @@
 """Main-process side of the Java Iceberg oracle (Java Iceberg 1.10.2 in Spark 3.5.7).
 
 Spark 3.5 cannot live next to the main venv's pyspark 4.3, so the oracle has its own virtualenv (``.venv-iceberg``,
-made by ``scripts/setup_iceberg_oracle.sh``) and this module only talks to it through a subprocess running
+made by ``scripts/setup_iceberg_oracle.sh``) and this module only talks to it through subprocesses running
 ``tests/interop/iceberg_oracle.py`` (see its docstring for the commands). Nothing here imports pyspark.
 ``$LAKEFORMAT_ICEBERG_PYTHON`` overrides the oracle's interpreter.
+
+Processes: :func:`run_oracle` (and so :func:`run_oracle_batch`, the fixtures' builds and every
+:class:`JavaIcebergWarehouse` helper) sends its command to ONE ``iceberg_oracle.py serve`` process per pytest
+process, started on first use and stopped at exit (a JVM and a Spark session start cost 15-25 s; a request to the
+running server costs its own work only). The server re-targets its catalogs at each request's warehouse and drops
+what the previous request left, so requests don't see each other. Its log goes to a temporary file whose tail is
+in the errors; if it dies or times out (it is killed then), the next request starts a new one. Two kinds of call
+get a subprocess of their own: those with ``conf`` (Spark settings fixed at a session's start) and those made
+while another thread's request is running. :func:`start_oracle` (background commands, for concurrency tests)
+always starts its own process.
 
 Fixtures (register with ``pytest_plugins = ["tests.support.java_iceberg"]`` in ``tests/conftest.py`` or in the
 test module):
@@ -25,12 +35,17 @@ the same :class:`JavaIcebergWarehouse` paths; a test must not use the read-only 
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import json
 import os
+import queue
 import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
+import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,6 +122,27 @@ def _session_args(warehouse: Path, catalog_db: Path | None, conf: Mapping[str, s
     return args
 
 
+def _oracle_env() -> dict[str, str]:
+    env = dict(os.environ)
+    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME", "PYSPARK_PYTHON"):
+        env.pop(name, None)  # the main venv's settings (and its pyspark 4) must not leak into the oracle
+    env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
+    env["PYTHONWARNINGS"] = "ignore"
+    return env
+
+
+def _command_argv(
+    command: str,
+    args: Iterable[str | os.PathLike[str] | int],
+    warehouse: str | os.PathLike[str],
+    catalog_db: str | os.PathLike[str] | None,
+    conf: Mapping[str, str] | None,
+) -> list[str]:
+    """``COMMAND <session options> ARGS...`` as the oracle's command line takes it."""
+    session = _session_args(Path(warehouse), Path(catalog_db) if catalog_db else None, conf)
+    return [command, *session, *(os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args)]
+
+
 def run_oracle(
     command: str,
     *args: str | os.PathLike[str] | int,
@@ -116,20 +152,24 @@ def run_oracle(
     stdin: str | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> Any:
-    """Run ``iceberg_oracle.py COMMAND <session options> ARGS...`` in .venv-iceberg; return its parsed JSON."""
-    session = _session_args(Path(warehouse), Path(catalog_db) if catalog_db else None, conf)
-    argv = [
-        str(iceberg_python()),
-        str(ORACLE_SCRIPT),
-        command,
-        *session,
-        *(os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args),
-    ]
-    env = dict(os.environ)
-    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME", "PYSPARK_PYTHON"):
-        env.pop(name, None)  # the main venv's settings (and its pyspark 4) must not leak into the oracle
-    env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
-    env["PYTHONWARNINGS"] = "ignore"
+    """Run ``iceberg_oracle.py COMMAND <session options> ARGS...`` in .venv-iceberg; return its parsed JSON.
+
+    Sent to this process's oracle server (one Spark session for the whole pytest process), unless there are
+    Spark settings (``conf`` or a ``--conf`` argument: they need a session of their own, so a one-shot
+    subprocess) or another thread is using the server (a one-shot subprocess too: two threads never wait for
+    each other)."""
+    argv = _command_argv(command, args, warehouse, catalog_db, conf)
+    if "--conf" not in argv and _server_lock.acquire(blocking=False):
+        try:
+            return _ask_server(argv, stdin, timeout)
+        finally:
+            _server_lock.release()
+    return _run_once(argv, stdin, timeout)
+
+
+def _run_once(argv: list[str], stdin: str | None, timeout: float) -> Any:
+    """One oracle command in a subprocess of its own (a JVM and a Spark session for this call alone)."""
+    argv = [str(iceberg_python()), str(ORACLE_SCRIPT), *argv]
     completed = subprocess.run(
         argv,
         input=stdin,
@@ -137,7 +177,7 @@ def run_oracle(
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=_oracle_env(),
         cwd=REPO_ROOT,
         check=False,
     )
@@ -156,6 +196,137 @@ def run_oracle(
         ) from exc
 
 
+# ---- the oracle server: one Spark session per pytest process ------------------------------------
+
+
+class _OracleServer:
+    """``iceberg_oracle.py serve``: JSON-lines requests on its stdin, one answer line each on its stdout.
+
+    Its stderr (Spark's and the oracle's log) goes to a temporary file, not to a pipe nobody reads (a full pipe
+    would block the server)."""
+
+    def __init__(self) -> None:
+        argv = [str(iceberg_python()), str(ORACLE_SCRIPT), "serve"]
+        self.owner = os.getpid()
+        fd, name = tempfile.mkstemp(prefix="java-iceberg-oracle-", suffix=".log")
+        self.log = Path(name)
+        try:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd,
+                text=True, encoding="utf-8", env=_oracle_env(), cwd=REPO_ROOT,
+            )  # fmt: skip
+        finally:
+            os.close(fd)
+        self.answers: queue.Queue[str] = queue.Queue()
+        threading.Thread(target=self._read_answers, name="java-iceberg-oracle-reader", daemon=True).start()
+
+    def _read_answers(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.answers.put(line)
+        self.answers.put("")  # end of its stdout: it died (or was stopped)
+
+    def alive(self) -> bool:
+        return self.owner == os.getpid() and self.process.poll() is None
+
+    def log_tail(self, limit: int = 6000) -> str:
+        try:
+            with self.log.open("rb") as handle:
+                handle.seek(max(0, handle.seek(0, os.SEEK_END) - limit))
+                return handle.read().decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+
+    def ask(self, argv: list[str], stdin: str | None, timeout: float) -> str:
+        """Send one request and wait for its answer line; "" if the server died first.
+        Raises ``queue.Empty`` after ``timeout`` seconds."""
+        assert self.process.stdin is not None
+        try:
+            self.process.stdin.write(json.dumps({"argv": argv, "stdin": stdin}) + "\n")
+            self.process.stdin.flush()
+        except OSError:  # BrokenPipeError: it is gone
+            return ""
+        return self.answers.get(timeout=timeout)
+
+    def stop(self) -> None:
+        """Close its stdin (it stops its Spark session and exits), kill it if it takes long."""
+        if self.owner != os.getpid():
+            return  # a forked child's copy: the server belongs to the parent
+        with contextlib.suppress(OSError):
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.log.unlink(missing_ok=True)
+
+
+_server: _OracleServer | None = None
+_server_lock = threading.Lock()  # held for a whole request; see run_oracle
+
+
+def _stop_server() -> None:
+    global _server
+    if _server is not None:
+        _server.stop()
+        _server = None
+
+
+atexit.register(_stop_server)
+
+
+def _running_server() -> _OracleServer:
+    """The server, started now if there is none yet or the last one died. Call with ``_server_lock`` held."""
+    global _server
+    if _server is not None and not _server.alive():
+        code, tail = _server.process.poll(), _server.log_tail()
+        _stop_server()
+        print(
+            f"Java Iceberg oracle server had died (exit {code}); restarting it. Its log:\n{tail}",
+            file=sys.stderr,
+        )
+    if _server is None:
+        _server = _OracleServer()
+    return _server
+
+
+def _ask_server(argv: list[str], stdin: str | None, timeout: float) -> Any:
+    """One request to the server, with the results and errors of a one-shot run."""
+    server = _running_server()
+    shown = " ".join([str(ORACLE_SCRIPT), *argv])
+    try:
+        line = server.ask(argv, stdin, timeout)
+    except queue.Empty:
+        server.process.kill()
+        tail = server.log_tail()
+        _stop_server()  # the next request starts a new one
+        raise subprocess.TimeoutExpired(shown, timeout, stderr=tail) from None
+    if not line:
+        code, tail = server.process.wait(), server.log_tail()
+        _stop_server()
+        raise JavaIcebergOracleError(
+            f"Java Iceberg oracle server died (exit {code}): {shown}\n--- stderr (tail) ---\n{tail}"
+        )
+    try:
+        answer = json.loads(line)
+    except json.JSONDecodeError as exc:
+        tail = server.log_tail()
+        _stop_server()  # out of step with its requests
+        raise JavaIcebergOracleError(
+            f"Java Iceberg oracle printed invalid JSON ({exc}): {shown}\n"
+            f"--- stdout ---\n{line[:2000]}\n--- stderr (tail) ---\n{tail}"
+        ) from exc
+    if not answer.get("ok"):
+        raise JavaIcebergOracleError(
+            f"Java Iceberg oracle failed (exit {answer.get('code')}): {shown}\n"
+            f"--- error ---\n{str(answer.get('error')).strip()[-6000:]}\n"
+            f"--- stderr (tail) ---\n{server.log_tail()}"
+        )
+    return answer.get("result")
+
+
 def run_oracle_batch(
     commands: Iterable[Iterable[str | os.PathLike[str] | int]],
     *,
@@ -164,7 +335,7 @@ def run_oracle_batch(
     conf: Mapping[str, str] | None = None,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> list[Any]:
-    """Run several oracle commands in ONE Spark session (a session start costs 3-5 s), in order.
+    """Run several oracle commands in one request (``batch``), in order.
 
     ``run_oracle_batch([["files", "--table", "db.v1", "--all"], ["snapshots", "--table", "db.v1"]], ...)``
     returns ``[<files result>, <snapshots result>]``. Commands take no session options."""
@@ -401,20 +572,8 @@ def oracle_argv_env(
     conf: Mapping[str, str] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
     """The argv and environment :func:`run_oracle` uses, for callers that run the oracle in the background."""
-    session = _session_args(Path(warehouse), Path(catalog_db) if catalog_db else None, conf)
-    argv = [
-        str(iceberg_python()),
-        str(ORACLE_SCRIPT),
-        command,
-        *session,
-        *(os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args),
-    ]
-    env = dict(os.environ)
-    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "SPARK_HOME", "PYSPARK_PYTHON"):
-        env.pop(name, None)
-    env.setdefault("JAVA_HOME", DEFAULT_JAVA_HOME)
-    env["PYTHONWARNINGS"] = "ignore"
-    return argv, env
+    argv = _command_argv(command, args, warehouse, catalog_db, conf)
+    return [str(iceberg_python()), str(ORACLE_SCRIPT), *argv], _oracle_env()
 
 
 @dataclass
