@@ -4,6 +4,7 @@ rely on. Each assertion would fail if the oracle (or the pypaimon venv) were bro
 from __future__ import annotations
 
 import json
+import shutil
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ from typing import Any
 import fastavro
 import pytest
 
+from tests.support import java_iceberg
 from tests.support.pypaimon import SCENARIOS, oracle_append, oracle_plan, oracle_read, run_oracle_batch
 
 pytestmark = pytest.mark.interop
@@ -246,3 +248,58 @@ def test_append_on_a_private_copy(fresh_pypaimon_warehouse: dict[str, Any]) -> N
     assert len(after) == len(before) + 1
     assert {"d": "2025-05-05", "s": "new", "id": 1000, "v": "appended", "x": 0.5} in after
     assert at_5 == before
+
+
+# ---- the Java Iceberg oracle's server (tests/support/java_iceberg.py) ------------------------------
+
+
+def _java_server_pid() -> int:
+    server = java_iceberg._server
+    assert server is not None and server.alive()
+    return server.process.pid
+
+
+def test_java_oracle_server_retargets_and_keeps_no_state(tmp_path: Path) -> None:
+    """One server answers for two warehouses in turn, each with its own rows; a JDBC catalog db replaced at the
+    same path is read afresh; temporary views, USE and SET end with their request; a failed precondition is
+    exit 2, and the server goes on."""
+    homes = {name: tmp_path / name for name in ("a", "b")}
+
+    def run(name: str, *statements: str) -> Any:
+        args = [arg for statement in statements for arg in ("--statement", statement)]
+        home = homes[name]
+        return java_iceberg.run_oracle(
+            "sql", *args, warehouse=home / "warehouse", catalog_db=home / "catalog.db"
+        )
+
+    for value, name in enumerate(homes):
+        run(name, "CREATE TABLE hc.db.t (x INT) USING iceberg", f"INSERT INTO hc.db.t VALUES ({value})",
+            "CREATE NAMESPACE jc.jdb", "CREATE TABLE jc.jdb.t (x INT) USING iceberg",
+            f"INSERT INTO jc.jdb.t VALUES ({10 + value})")  # fmt: skip
+    pid = _java_server_pid()
+    read = ("SELECT x FROM hc.db.t ORDER BY x", "SELECT x FROM jc.jdb.t ORDER BY x")
+    for _ in range(2):
+        assert run("a", *read) == [[{"x": 0}], [{"x": 10}]]
+        assert run("b", *read) == [[{"x": 1}], [{"x": 11}]]
+    # b's catalog db and warehouse put back, at the same paths, to before a commit the server saw.
+    shutil.copytree(homes["b"], tmp_path / "b-saved")
+    run("b", "INSERT INTO jc.jdb.t VALUES (12)", "INSERT INTO hc.db.t VALUES (2)")
+    assert run("b", *read) == [[{"x": 1}, {"x": 2}], [{"x": 11}, {"x": 12}]]
+    shutil.rmtree(homes["b"])
+    shutil.copytree(tmp_path / "b-saved", homes["b"])
+    assert run("b", *read) == [[{"x": 1}], [{"x": 11}]]
+    # Session state ends with its request.
+    run("a", "CREATE TEMPORARY VIEW v AS SELECT 1 AS one", "USE hc.db", "SET spark.sql.shuffle.partitions=7")
+    for statement in ("SELECT * FROM v", "SELECT * FROM t"):
+        with pytest.raises(java_iceberg.JavaIcebergOracleError, match=r"exit 1"):
+            run("a", statement)
+    assert run("a", "SET spark.sql.shuffle.partitions") == [
+        [{"key": "spark.sql.shuffle.partitions", "value": "2"}]
+    ]
+    # A failed precondition: exit 2 and its message, from the same server, which answers the next request.
+    with pytest.raises(java_iceberg.JavaIcebergOracleError, match=r"(?s)exit 2.*ref 'nope' not in"):
+        java_iceberg.run_oracle(
+            "rows", "--table", "db.t", "--ref", "nope", warehouse=homes["a"] / "warehouse"
+        )
+    assert run("b", read[0]) == [[{"x": 1}]]
+    assert _java_server_pid() == pid
