@@ -22,7 +22,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from airflow_lakeformat import cli_iceberg
+from airflow_lakeformat.cli.output import emit
+from airflow_lakeformat.cli.tables import catalog_properties
 from airflow_lakeformat.core.errors import LakeformatError, UnknownTableFormatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
 
@@ -122,7 +123,7 @@ def choose_format(args: argparse.Namespace) -> Format:
         'iceberg'
     """
     with _usage("--catalog-property"):
-        properties = cli_iceberg.catalog_properties(args)
+        properties = catalog_properties(args)
     in_catalog = args.catalog is not None or bool(properties)
     if args.format == "paimon" and in_catalog:
         raise UsageError(
@@ -184,7 +185,7 @@ def _create_iceberg(
     with _usage(f"--schema {args.schema}"):
         parsed = schema_from_fields(fields)  # Paimon's type parser and its duplicate checks
     columns = [_sql_column(f) for f in parsed.fields]
-    properties = cli_iceberg.catalog_properties(args)
+    properties = catalog_properties(args)
     check_target(args.table, in_catalog=args.catalog is not None or bool(properties))
     definition = define_table(args.table, columns, partition_keys, primary_keys, options)
     created = create_table(
@@ -194,7 +195,7 @@ def _create_iceberg(
         catalog_properties=properties or None,
         storage_options=parse_storage_options(args.storage_option),
     )
-    _print(args, created.to_json(), created.summary(), out)
+    emit(args.json, created.to_json(), created.summary(), out)
 
 
 def _sql_column(field: DataField) -> SqlColumn:
@@ -234,7 +235,7 @@ def _create_paimon(
     _refuse_iceberg_table_at(args.table, storage)
     table = create_table(args.table, schema, storage)
     document = {"table": table.uri, "format": "paimon", "schema": schema.to_json()}
-    _print(args, document, f"created {table.uri} (schema 0, {len(schema.fields)} fields)", out)
+    emit(args.json, document, f"created {table.uri} (schema 0, {len(schema.fields)} fields)", out)
 
 
 def _refuse_iceberg_table_at(uri: str, storage_options: dict[str, Any]) -> None:
@@ -249,12 +250,3 @@ def _refuse_iceberg_table_at(uri: str, storage_options: dict[str, Any]) -> None:
         from airflow_lakeformat.core.iceberg.errors import IcebergTableAlreadyExistsError
 
         raise IcebergTableAlreadyExistsError(uri)
-
-
-def _print(args: argparse.Namespace, document: dict[str, Any], line: str, out: TextIO) -> None:
-    from airflow_lakeformat.cli import _emit_json
-
-    if args.json:
-        _emit_json(document, out)
-        return
-    out.write(line + "\n")

@@ -1,59 +1,23 @@
 """The ``lakeformat`` commands on Apache Iceberg tables: same command names, flags, JSON contract and exit codes.
 
-:func:`open_iceberg` decides whether a command's TABLE is an Iceberg table: ``--format iceberg``, a
-catalog (``--catalog NAME`` from pyiceberg's own configuration, or ``--catalog-property KEY=VALUE``), a
-``*.metadata.json`` path, or a table root whose ``metadata/`` holds ``*.metadata.json`` files
-(:func:`~airflow_lakeformat.core.formats.detect_format`). Anything else stays a Paimon table.
-The documents come from ``core/iceberg`` (pyiceberg's model, our manifest decoding); this module only
-prints them.
+Each takes the table :func:`~airflow_lakeformat.cli.tables.open_iceberg` opened; the command modules
+(``read``, ``maintenance``, ``write``) call them for Iceberg tables. The documents come from
+``core/iceberg`` (pyiceberg's model, our manifest decoding); this module only prints them.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from datetime import timedelta
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import TYPE_CHECKING, TextIO
 
+from airflow_lakeformat.cli.output import emit_json, print_outcome, print_rows
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.errors import UnsupportedFormatError
-from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.table import IcebergTable
-
-
-def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
-    """``--catalog-property KEY=VALUE`` pairs (values kept as text: pyiceberg parses its own)."""
-    properties: dict[str, str] = {}
-    for pair in getattr(args, "catalog_property", None) or []:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"catalog property {pair!r} is not of the form KEY=VALUE")
-        properties[key.strip()] = value
-    return properties
-
-
-def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
-    """The command's table as an Iceberg table, or None when it is a Paimon table."""
-    fmt = getattr(args, "format", None)
-    if fmt == "paimon":
-        return None
-    properties = catalog_properties(args)
-    catalog = getattr(args, "catalog", None)
-    storage = parse_storage_options(args.storage_option)
-    explicit = fmt == "iceberg" or catalog or properties
-    if not explicit and detect_format(args.table, storage_options=storage) != "iceberg":
-        return None
-    from airflow_lakeformat.core.iceberg.catalog import open_table
-
-    return open_table(
-        args.table,
-        catalog_name=catalog,
-        catalog_properties=properties or None,
-        storage_options=storage,
-    )
 
 
 def refuse(table: IcebergTable, operation: str) -> None:
@@ -61,26 +25,14 @@ def refuse(table: IcebergTable, operation: str) -> None:
     raise UnsupportedFormatError(table.name, f"{operation} of Iceberg tables is not implemented yet")
 
 
-def _emit(document: Any, out: TextIO) -> None:
-    from airflow_lakeformat.cli import _emit_json
-
-    _emit_json(document, out)
-
-
-def _rows(rows: list[dict[str, Any]], columns: list[str], out: TextIO) -> None:
-    from airflow_lakeformat.cli import _print_rows
-
-    _print_rows(rows, columns, out)
-
-
 def snapshots(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     from airflow_lakeformat.core.iceberg.snapshots import snapshots_document
 
     document = snapshots_document(table)
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
-    _rows(
+    print_rows(
         document["snapshots"],
         ["id", "parentId", "sequenceNumber", "timestampMs", "operation", "schemaId"],
         out,
@@ -97,9 +49,9 @@ def files(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
         table, snapshot_id=args.snapshot, ref=ref, progress=progress.for_stream(sys.stderr)
     )
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
-    _rows(
+    print_rows(
         document["files"], ["path", "content", "specId", "recordCount", "fileSize", "dataSequenceNumber"], out
     )
 
@@ -109,9 +61,9 @@ def manifests(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> Non
 
     document = manifests_document(table, snapshot_id=args.snapshot)
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
-    _rows(document["manifests"], ["path", "content", "specId", "length", "addedSnapshotId"], out)
+    print_rows(document["manifests"], ["path", "content", "specId", "length", "addedSnapshotId"], out)
 
 
 def inspect(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
@@ -119,7 +71,7 @@ def inspect(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
 
     document = inspect_document(table)
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
     for key, value in document.items():
         if isinstance(value, (dict, list)):
@@ -137,7 +89,7 @@ def compact_manifests(table: IcebergTable, args: argparse.Namespace, out: TextIO
 
     result = compact(table, "minor" if args.minor else "full", dry_run=args.dry_run)
     if args.json:
-        _emit({"table": table.name, **result.to_json()}, out)
+        emit_json({"table": table.name, **result.to_json()}, out)
         return
     out.write(result.summary() + "\n")
 
@@ -158,7 +110,7 @@ def write(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
         "rowsAdded": data.num_rows,
     }
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
     out.write(f"committed snapshot {snapshot_id}: +{data.num_rows} rows\n")
 
@@ -177,56 +129,12 @@ def commit(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
         "filesAdded": len(args.add),
     }
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
     out.write(f"committed snapshot {snapshot_id}: +{len(args.add)} files\n")
 
 
 # -- remove-orphans ---------------------------------------------------------------------------------
-
-_ORPHAN_ONLY_FLAGS = ("report", "equal_scheme", "equal_authority", "prefix_mismatch", "max_listed")
-
-
-def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``remove-orphans`` flags that only Iceberg tables take (Java's procedure arguments)."""
-    parser.add_argument(
-        "--report",
-        metavar="FILE",
-        help="Iceberg: write every deleted (dry run: would-be-deleted) path and why, one JSON line each",
-    )
-    parser.add_argument(
-        "--equal-scheme",
-        action="append",
-        metavar="FROM=TO",
-        help="Iceberg: schemes naming the same store (repeatable; s3a=s3 and s3n=s3 always apply)",
-    )
-    parser.add_argument(
-        "--equal-authority",
-        action="append",
-        metavar="FROM=TO",
-        help="Iceberg: authorities (buckets, name nodes) naming the same store (repeatable)",
-    )
-    parser.add_argument(
-        "--prefix-mismatch",
-        choices=("error", "ignore"),
-        default=None,
-        help="Iceberg: a listed file valid under another scheme or authority aborts the run (error, "
-        "default) or is kept (ignore); it is never deleted",
-    )
-    parser.add_argument(
-        "--max-listed",
-        type=int,
-        default=None,
-        metavar="N",
-        help="Iceberg: how many orphan paths --json lists (default 1000; --report has them all)",
-    )
-
-
-def refuse_iceberg_only_orphan_flags(args: argparse.Namespace) -> None:
-    """A Paimon table given an Iceberg-only ``remove-orphans`` flag: refused rather than ignored."""
-    given = [f"--{name.replace('_', '-')}" for name in _ORPHAN_ONLY_FLAGS if getattr(args, name, None)]
-    if given:
-        raise ValueError(f"{', '.join(given)}: only for Iceberg tables")
 
 
 def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
@@ -261,67 +169,14 @@ def remove_orphans(table: IcebergTable, args: argparse.Namespace, out: TextIO) -
     )
     document = result.to_json()
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
-    out.write(result.summary() + "\n")
-    for line in document["decisions"] + document["warnings"]:
-        out.write(f"  {line}\n")
+    print_outcome(document, result.summary(), out)
 
 
 # -- expire ---------------------------------------------------------------------------------------
 
-_EXPIRE_ICEBERG_ONLY = ("retain_last", "snapshot_id", "clean_expired_metadata")
 _EXPIRE_PAIMON_ONLY = ("retain_max", "max_deletes")
-
-
-def older_than_argument(text: str) -> timedelta | str:
-    """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text)."""
-    from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
-    from airflow_lakeformat.core.units import parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        parse_older_than(text, 0)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-    return text
-
-
-def add_expire_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``expire`` flags that only Iceberg tables take (Java's ``expire_snapshots`` arguments)."""
-    parser.add_argument(
-        "--retain-last",
-        type=int,
-        metavar="N",
-        help="Iceberg: keep at least N ancestors of each branch head (default: "
-        "history.expire.min-snapshots-to-keep, 1); --retain-min means the same for Iceberg tables",
-    )
-    parser.add_argument(
-        "--snapshot-id",
-        type=int,
-        action="append",
-        metavar="ID",
-        help="Iceberg: expire this snapshot too, in addition to the age rule (repeatable)",
-    )
-    parser.add_argument(
-        "--clean-expired-metadata",
-        action="store_true",
-        help="Iceberg: also remove partition specs and schemas no remaining snapshot uses",
-    )
-
-
-def refuse_iceberg_only_expire_flags(args: argparse.Namespace) -> None:
-    """A Paimon table given an Iceberg-only ``expire`` flag or an ISO timestamp: refused rather than ignored."""
-    given = [f"--{name.replace('_', '-')}" for name in _EXPIRE_ICEBERG_ONLY if getattr(args, name, None)]
-    if given:
-        raise ValueError(f"{', '.join(given)}: only for Iceberg tables")
-    if isinstance(getattr(args, "older_than", None), str):
-        raise ValueError(
-            "--older-than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
-        )
 
 
 def expire(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
@@ -348,8 +203,6 @@ def expire(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     )
     document = result.to_json()
     if args.json:
-        _emit(document, out)
+        emit_json(document, out)
         return
-    out.write(result.summary() + "\n")
-    for line in document["decisions"] + document["warnings"]:
-        out.write(f"  {line}\n")
+    print_outcome(document, result.summary(), out)

@@ -1,0 +1,89 @@
+"""``lakeformat``: inspect and maintain Apache Paimon tables from a shell.
+
+The contract is stable: scripts depend on it. ``--json`` prints exactly one JSON document on
+stdout. Errors print one line on stderr and exit non-zero:
+
+====  =========================================================
+code  meaning
+====  =========================================================
+1     any other failure (storage, credentials, bad arguments)
+2     command-line usage error
+3     the path is not a Paimon table
+4     corrupt or missing metadata (the message names the file)
+5     a format version or feature this release refuses
+6     the requested snapshot or tag does not exist
+7     a commit was refused (conflict, retries exhausted): nothing was published
+8     a commit's outcome is unknown: re-run with the same --commit-user and --commit-identifier
+9     maintenance refused (unsafe settings, unsupported feature, outdated plan): nothing was deleted
+10    some files could not be deleted after retries: later phases were not run; re-run to finish
+11    the input does not fit the table (a value, a column, a type, a file): nothing was written
+====  =========================================================
+
+The package: ``parser`` builds the argument parser (nothing heavy imported), ``output`` prints (JSON
+documents, row tables), ``tables`` opens the command's table (Iceberg or Paimon), and one module per command
+group runs the commands: ``read``, ``maintenance``, ``write``, ``create``, with their Iceberg forms in
+``iceberg``. A command's module is imported only when the command runs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, TextIO
+
+from airflow_lakeformat.cli.parser import build_parser as build_parser
+
+# The exit codes are part of this module's contract (scripts and tests use cli.EXIT_*): re-exported.
+from airflow_lakeformat.core.errors import EXIT_COMMIT_REFUSED as EXIT_COMMIT_REFUSED
+from airflow_lakeformat.core.errors import EXIT_COMMIT_UNKNOWN as EXIT_COMMIT_UNKNOWN
+from airflow_lakeformat.core.errors import EXIT_CORRUPT as EXIT_CORRUPT
+from airflow_lakeformat.core.errors import EXIT_DELETE_FAILED as EXIT_DELETE_FAILED
+from airflow_lakeformat.core.errors import EXIT_ERROR as EXIT_ERROR
+from airflow_lakeformat.core.errors import EXIT_INPUT_REFUSED as EXIT_INPUT_REFUSED
+from airflow_lakeformat.core.errors import EXIT_MAINTENANCE_REFUSED as EXIT_MAINTENANCE_REFUSED
+from airflow_lakeformat.core.errors import EXIT_NO_TABLE as EXIT_NO_TABLE
+from airflow_lakeformat.core.errors import EXIT_NOT_FOUND as EXIT_NOT_FOUND
+from airflow_lakeformat.core.errors import EXIT_UNSUPPORTED as EXIT_UNSUPPORTED
+from airflow_lakeformat.core.errors import EXIT_USAGE as EXIT_USAGE
+from airflow_lakeformat.core.errors import LakeformatError, exit_code_for
+
+if TYPE_CHECKING:
+    from airflow_lakeformat.cli.create import load_fields as load_fields
+
+
+def __getattr__(name: str) -> Any:
+    if name == "load_fields":  # create-table's schema reader lives with the command (create.py)
+        from airflow_lakeformat.cli.create import load_fields
+
+        return load_fields
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out = out or sys.stdout
+    try:
+        args.func(args, out)
+        out.flush()
+    except BrokenPipeError:
+        # The reader went away (``lakeformat files T --json | head -1``): stop quietly, as Unix tools do,
+        # with SIGPIPE's conventional status. Point stdout at /dev/null so the interpreter's own final
+        # flush of the unwritten rest cannot fail again.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    except (LakeformatError, OSError, ValueError) as exc:
+        if args.debug:
+            raise
+        message = str(exc) or type(exc).__name__
+        if not isinstance(exc, LakeformatError):
+            message = f"{type(exc).__name__}: {message}"
+        print(f"lakeformat: error: {message}", file=sys.stderr)
+        return exit_code_for(type(exc))
+    return 0

@@ -1,0 +1,58 @@
+"""How a ``lakeformat`` command prints: its one JSON document, a table of rows, a cell, a time.
+
+Every command's ``--json`` document goes through :func:`emit_json` (exactly one document on stdout); the
+text forms use :func:`print_rows`, :func:`cell` and :func:`format_time`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+
+def emit_json(document: Any, out: TextIO) -> None:
+    """The command's document, indented, non-ASCII kept, one trailing newline."""
+    json.dump(document, out, indent=2, ensure_ascii=False)
+    out.write("\n")
+
+
+def emit(json_output: bool, document: Any, line: str, out: TextIO) -> None:
+    """The document with ``--json``, else the one summary line."""
+    if json_output:
+        emit_json(document, out)
+        return
+    out.write(line + "\n")
+
+
+def print_rows(rows: list[dict[str, Any]], columns: Sequence[str], out: TextIO) -> None:
+    """A left-aligned table: a header of the column names, then one line per row."""
+    cells = [[cell(row.get(c)) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    out.write("  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip() + "\n")
+    for row_cells in cells:
+        out.write("  ".join(v.ljust(w) for v, w in zip(row_cells, widths, strict=True)).rstrip() + "\n")
+
+
+def cell(value: Any) -> str:
+    """A table cell: ``-`` for nothing, ``k=v,...`` for a mapping, else the value's text."""
+    if value is None:
+        return "-"
+    if isinstance(value, dict):
+        return ",".join(f"{k}={cell(v)}" for k, v in value.items()) or "-"
+    return str(value)
+
+
+def format_time(millis: int | None) -> str:
+    """Epoch milliseconds as ``YYYY-MM-DD HH:MM:SS UTC`` (``-`` for none)."""
+    if millis is None:
+        return "-"
+    return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def print_outcome(document: dict[str, Any], summary: str, out: TextIO) -> None:
+    """A maintenance result as text: its summary, then each decision and warning indented."""
+    out.write(summary + "\n")
+    for line in document["decisions"] + document["warnings"]:
+        out.write(f"  {line}\n")

@@ -1,0 +1,268 @@
+"""The ``lakeformat`` argument parser: every command, its flags and its handler, importing nothing heavy.
+
+A command's handler is named ``"module:function"`` (a module of this package) and wrapped by
+:func:`lazy_handler`, which imports the module only when the command runs: ``--version``, ``--help`` and
+``COMMAND --help`` load neither a table format nor pyarrow, pyiceberg, fastavro or fsspec. The flag types
+here (:func:`duration`, :func:`older_than_argument`) import only ``core.units`` up front.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TextIO
+
+from airflow_lakeformat.core.units import parse_duration
+from airflow_lakeformat.version import __version__
+
+Handler = Callable[[argparse.Namespace, TextIO], None]
+
+
+def lazy_handler(name: str) -> Handler:
+    """The handler ``"module:function"`` of ``airflow_lakeformat.cli``, its module imported on the first call.
+
+    Example:
+        >>> lazy_handler("read:snapshots").__name__
+        'snapshots'
+    """
+    module_name, _, function_name = name.partition(":")
+
+    def run(args: argparse.Namespace, out: TextIO) -> None:
+        module = importlib.import_module(f"airflow_lakeformat.cli.{module_name}")
+        getattr(module, function_name)(args, out)
+
+    run.__name__ = run.__qualname__ = function_name
+    return run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="lakeformat", description="Inspect and maintain Apache Paimon tables."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--debug", action="store_true", help="print a traceback on errors")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "table",
+        help="table root (a local path, file://, s3://, any fsspec URL), an Iceberg *.metadata.json, "
+        "or namespace.table with --catalog/--catalog-property",
+    )
+    common.add_argument(
+        "--format",
+        choices=("paimon", "iceberg"),
+        help="the table format (default: detected: Paimon has snapshot/ and schema/, Iceberg metadata/*.metadata.json)",
+    )
+    common.add_argument("--catalog", metavar="NAME", help="an Iceberg catalog from pyiceberg's configuration")
+    common.add_argument(
+        "--catalog-property",
+        action="append",
+        metavar="KEY=VALUE",
+        help="an Iceberg catalog property as pyiceberg's load_catalog takes it (repeatable), e.g. "
+        "type=sql uri=sqlite:////path/catalog.db warehouse=file:///path",
+    )
+    common.add_argument(
+        "--storage-option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="fsspec storage option (repeatable); S3 also reads AWS_* variables and AWS_ENDPOINT_URL",
+    )
+    common.add_argument("--branch", default="main", help="branch to read (default: main)")
+    common.add_argument("--json", action="store_true", help="print one JSON document")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, handler: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+        p.set_defaults(func=lazy_handler(handler))
+        return p
+
+    add("snapshots", "read:snapshots", "list snapshots with record and manifest counts")
+    files = add("files", "read:files", "list the live data files of a snapshot or tag (default: latest)")
+    which = files.add_mutually_exclusive_group()
+    which.add_argument("--snapshot", type=int, metavar="ID")
+    which.add_argument("--tag", metavar="NAME")
+    which.add_argument("--ref", metavar="NAME", help="an Iceberg branch or tag")
+    manifests = add("manifests", "read:manifests", "list the data manifests of a snapshot (default: latest)")
+    manifests.add_argument("--snapshot", type=int, metavar="ID")
+    add(
+        "inspect",
+        "read:inspect",
+        "summarize schema, options, snapshots, tags, consumers, files and manifests",
+    )
+    compact = add(
+        "compact-manifests",
+        "maintenance:compact_manifests",
+        "merge manifests: --full is Paimon's compact_manifest (default), --minor the ordinary policy",
+    )
+    kind = compact.add_mutually_exclusive_group()
+    kind.add_argument("--full", action="store_true", help="forced full merge (default)")
+    kind.add_argument("--minor", action="store_true", help="the table's ordinary merge policy")
+    compact.add_argument("--dry-run", action="store_true", help="report what would be merged, write nothing")
+
+    expire = add("expire", "maintenance:expire", "expire old snapshots and delete the files only they used")
+    expire.add_argument("--retain-min", type=int, metavar="N", help="default: snapshot.num-retained.min (10)")
+    expire.add_argument("--retain-max", type=int, metavar="N", help="default: snapshot.num-retained.max")
+    expire.add_argument(
+        "--older-than",
+        type=older_than_argument,
+        metavar="DURATION",
+        help="Paimon: expire a snapshot only if its successor is older than this (default: snapshot.time-retained, "
+        "1 h); Iceberg: expire snapshots older than this duration or ISO-8601 timestamp (default: "
+        "history.expire.max-snapshot-age-ms, 5 d)",
+    )
+    expire.add_argument(
+        "--max-deletes", type=int, metavar="N", help="snapshots per run (default: snapshot.expire.limit, 50)"
+    )
+    expire.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    add_expire_arguments(expire)
+    orphans = add(
+        "remove-orphans", "maintenance:remove_orphans", "delete old files no snapshot, tag or changelog uses"
+    )
+    orphans.add_argument(
+        "--older-than",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="only files older than this are candidates (default: Paimon 1 d, Iceberg 3 d; under 1 h "
+        "(Paimon) or 24 h (Iceberg) needs --allow-short-older-than)",
+    )
+    orphans.add_argument(
+        "--allow-short-older-than",
+        action="store_true",
+        help="accept --older-than under the floor (only when no writer is running)",
+    )
+    orphans.add_argument(
+        "--dry-run", action="store_true", help="report what would be deleted, delete nothing"
+    )
+    add_orphan_arguments(orphans)
+
+    def add_commit_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--overwrite", metavar="PARTITION_SPEC", help="replace the partitions k=v[,k=v] ('*' = all)"
+        )
+        p.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
+        p.add_argument(
+            "--commit-identifier", type=int, help="with the same --commit-user, a re-run never commits twice"
+        )
+
+    commit = add("commit", "write:commit", "commit Parquet files already written under the table's layout")
+    commit.add_argument(
+        "--add", nargs="+", required=True, metavar="PATH", help="data files (relative to the table)"
+    )
+    add_commit_options(commit)
+    write = add(
+        "write", "write:write", "write rows from a Parquet, CSV or JSON-lines file into the table and commit"
+    )
+    write.add_argument("--from", dest="source", required=True, metavar="FILE")
+    add_commit_options(write)
+    create = add(
+        "create-table",
+        "create:create_table",
+        "create a Paimon table (schema/schema-0), or an Iceberg table (format v2) with --format iceberg or a "
+        "catalog: namespace.table in the catalog, else a Hadoop-layout table at the path",
+    )
+    create.add_argument(
+        "--schema",
+        required=True,
+        metavar="FILE",
+        help="Paimon-style field list (JSON), Arrow-style JSON, or a Parquet file",
+    )
+    create.add_argument(
+        "--partition-keys",
+        metavar="A,B",
+        help="partition columns; Iceberg also takes transforms: years(ts) months(ts) days(ts) hours(ts) "
+        "bucket(16, id) truncate(4, name)",
+    )
+    create.add_argument(
+        "--primary-keys",
+        metavar="A,B",
+        help="Paimon primary keys; Iceberg identifier fields (NOT NULL columns)",
+    )
+    create.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="table option; Iceberg table property, format-version=1|2 (repeatable)",
+    )
+    return parser
+
+
+def duration(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def older_than_argument(text: str) -> timedelta | str:
+    """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text)."""
+    from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+
+    try:
+        return parse_duration(text)
+    except ValueError:
+        pass
+    try:
+        parse_older_than(text, 0)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+    return text
+
+
+def add_expire_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``expire`` flags that only Iceberg tables take (Java's ``expire_snapshots`` arguments)."""
+    parser.add_argument(
+        "--retain-last",
+        type=int,
+        metavar="N",
+        help="Iceberg: keep at least N ancestors of each branch head (default: "
+        "history.expire.min-snapshots-to-keep, 1); --retain-min means the same for Iceberg tables",
+    )
+    parser.add_argument(
+        "--snapshot-id",
+        type=int,
+        action="append",
+        metavar="ID",
+        help="Iceberg: expire this snapshot too, in addition to the age rule (repeatable)",
+    )
+    parser.add_argument(
+        "--clean-expired-metadata",
+        action="store_true",
+        help="Iceberg: also remove partition specs and schemas no remaining snapshot uses",
+    )
+
+
+def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
+    """The ``remove-orphans`` flags that only Iceberg tables take (Java's procedure arguments)."""
+    parser.add_argument(
+        "--report",
+        metavar="FILE",
+        help="Iceberg: write every deleted (dry run: would-be-deleted) path and why, one JSON line each",
+    )
+    parser.add_argument(
+        "--equal-scheme",
+        action="append",
+        metavar="FROM=TO",
+        help="Iceberg: schemes naming the same store (repeatable; s3a=s3 and s3n=s3 always apply)",
+    )
+    parser.add_argument(
+        "--equal-authority",
+        action="append",
+        metavar="FROM=TO",
+        help="Iceberg: authorities (buckets, name nodes) naming the same store (repeatable)",
+    )
+    parser.add_argument(
+        "--prefix-mismatch",
+        choices=("error", "ignore"),
+        default=None,
+        help="Iceberg: a listed file valid under another scheme or authority aborts the run (error, "
+        "default) or is kept (ignore); it is never deleted",
+    )
+    parser.add_argument(
+        "--max-listed",
+        type=int,
+        default=None,
+        metavar="N",
+        help="Iceberg: how many orphan paths --json lists (default 1000; --report has them all)",
+    )
