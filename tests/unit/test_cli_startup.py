@@ -1,0 +1,51 @@
+"""``lakeformat --version`` and ``--help`` start fast: the parser imports no format and no heavy library.
+
+Each run is a fresh interpreter (an in-process check would see what earlier tests imported); it calls
+``main`` with the arguments, which exit through argparse, then prints the modules loaded by then.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("pandas", "pyarrow", "pyiceberg", "fastavro", "fsspec")
+FORMATS = ("airflow_lakeformat.core.paimon", "airflow_lakeformat.core.iceberg")
+
+PROGRAM = """
+import json, sys
+from airflow_lakeformat.cli import main
+try:
+    main(json.loads(sys.argv[1]), out=sys.stderr)
+except SystemExit:
+    pass
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def loaded_modules(argv: list[str]) -> list[str]:
+    run = subprocess.run(
+        [sys.executable, "-c", PROGRAM, json.dumps(argv)], capture_output=True, text=True, check=True
+    )
+    return json.loads(run.stdout.splitlines()[-1])
+
+
+def is_heavy(module: str) -> bool:
+    return module.split(".")[0] in HEAVY or any(module == f or module.startswith(f + ".") for f in FORMATS)
+
+
+@pytest.mark.parametrize(
+    "argv", [["--version"], ["--help"], ["expire", "--help"]], ids=["version", "help", "command-help"]
+)
+def test_the_parser_alone_imports_nothing_heavy(argv: list[str]) -> None:
+    heavy = [m for m in loaded_modules(argv) if is_heavy(m)]
+    assert heavy == [], f"lakeformat {' '.join(argv)} imported {heavy[:10]} ({len(heavy)} in all)"
+
+
+def test_the_check_sees_a_heavy_import() -> None:
+    """The same check after running a command's module: it would catch a regression."""
+    modules = loaded_modules(["snapshots", "/nonexistent/lakeformat-startup-table"])
+    assert any(is_heavy(m) for m in modules)
