@@ -27,7 +27,11 @@ def row(out: str, label: str, table: str | None = None) -> tuple[str, str]:
 
 def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_path: Path) -> None:
     # The demo sets its own Airflow environment; none of this session's may leak into it.
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "LAKEFORMAT_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("AIRFLOW", "LAKEFORMAT_")) and k != "SPARK_SUBMIT_OPTS"
+    }
     env["LAKEFORMAT_DEMO_DIR"] = str(tmp_path)
     proc = subprocess.run(
         ["bash", "scripts/demo.sh"],
