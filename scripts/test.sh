@@ -47,13 +47,16 @@ step "setup_iceberg_oracle" bash scripts/setup_iceberg_oracle.sh
 # of its time waiting on subprocesses (JVMs, Airflow, pypaimon), so one process leaves a core idle; on
 # a slow 2-core machine one process took 79 min of CI's 90. Stream A: tests/airflow and tests/spark;
 # stream B: every other directory (a new one lands there). Each stream's output is printed whole when
-# both are done, then one closing line with the sums.
+# both are done, then one closing line with the sums. Every test's time is kept in test-results/stream-*.xml
+# (JUnit XML; scripts/test_times.py sums them per file and per stream).
 pytest_streams() {
   local log_a log_b pid_a pid_b rc_a rc_b
   log_a="$(mktemp)"; log_b="$(mktemp)"
-  .venv/bin/python -m pytest -p no:cacheprovider --durations=15 tests/airflow tests/spark >"$log_a" 2>&1 &
+  mkdir -p test-results
+  .venv/bin/python -m pytest -p no:cacheprovider --durations=20 --junit-xml=test-results/stream-a.xml \
+    tests/airflow tests/spark >"$log_a" 2>&1 &
   pid_a=$!
-  .venv/bin/python -m pytest -p no:cacheprovider --durations=15 tests \
+  .venv/bin/python -m pytest -p no:cacheprovider --durations=20 --junit-xml=test-results/stream-b.xml tests \
     --ignore=tests/airflow --ignore=tests/spark >"$log_b" 2>&1 &
   pid_b=$!
   wait "$pid_a"; rc_a=$?
