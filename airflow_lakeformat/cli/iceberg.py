@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from airflow_lakeformat.cli.output import emit_json, print_outcome, print_rows
 from airflow_lakeformat.core import progress
-from airflow_lakeformat.core.errors import UnsupportedFormatError
+from airflow_lakeformat.core.errors import UnsupportedFormatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
@@ -142,7 +142,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
     for value in values or []:
         source, sep, target = value.partition("=")
         if not sep or not source.strip() or not target.strip():
-            raise ValueError(f"{flag} {value!r} is not of the form FROM=TO")
+            raise UsageError(f"{flag} {value!r} is not of the form FROM=TO")
         pairs[source.strip()] = target.strip()
     return pairs
 
@@ -188,10 +188,10 @@ def expire(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
         f"--{name.replace('_', '-')}" for name in _EXPIRE_PAIMON_ONLY if getattr(args, name, None) is not None
     ]
     if given:
-        raise ValueError(f"{', '.join(given)}: only for Paimon tables")
+        raise UsageError(f"{', '.join(given)}: only for Paimon tables")
     retain_last, retain_min = getattr(args, "retain_last", None), getattr(args, "retain_min", None)
     if retain_last is not None and retain_min is not None and retain_last != retain_min:
-        raise ValueError("--retain-last and --retain-min are the same setting for Iceberg tables: give one")
+        raise UsageError("--retain-last and --retain-min are the same setting for Iceberg tables: give one")
     result = expire_snapshots(
         table,
         dry_run=args.dry_run,

@@ -13,6 +13,7 @@ from airflow_lakeformat.cli import iceberg
 from airflow_lakeformat.cli.output import emit_json, print_outcome
 from airflow_lakeformat.cli.tables import open_iceberg, open_paimon
 from airflow_lakeformat.core import progress
+from airflow_lakeformat.core.errors import UsageError
 from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import Mode
 from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import (
@@ -77,13 +78,13 @@ def remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
 def _refuse_iceberg_only_flags(args: argparse.Namespace, names: tuple[str, ...]) -> None:
     given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name, None)]
     if given:
-        raise ValueError(f"{', '.join(given)}: only for Iceberg tables")
+        raise UsageError(f"{', '.join(given)}: only for Iceberg tables")
 
 
 def _refuse_iceberg_only_expire_flags(args: argparse.Namespace) -> None:
     """An Iceberg-only ``expire`` flag or an ISO timestamp for ``--older-than``."""
     _refuse_iceberg_only_flags(args, _EXPIRE_ICEBERG_ONLY)
     if isinstance(getattr(args, "older_than", None), str):
-        raise ValueError(
+        raise UsageError(
             "--older-than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
         )

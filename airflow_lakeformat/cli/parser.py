@@ -101,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
     compact.add_argument("--dry-run", action="store_true", help="report what would be merged, write nothing")
 
     expire = add("expire", "maintenance:expire", "expire old snapshots and delete the files only they used")
-    expire.add_argument("--retain-min", type=int, metavar="N", help="default: snapshot.num-retained.min (10)")
-    expire.add_argument("--retain-max", type=int, metavar="N", help="default: snapshot.num-retained.max")
+    expire.add_argument(
+        "--retain-min", type=count, metavar="N", help="default: snapshot.num-retained.min (10)"
+    )
+    expire.add_argument("--retain-max", type=count, metavar="N", help="default: snapshot.num-retained.max")
     expire.add_argument(
         "--older-than",
         type=older_than_argument,
@@ -112,7 +114,10 @@ def build_parser() -> argparse.ArgumentParser:
         "history.expire.max-snapshot-age-ms, 5 d)",
     )
     expire.add_argument(
-        "--max-deletes", type=int, metavar="N", help="snapshots per run (default: snapshot.expire.limit, 50)"
+        "--max-deletes",
+        type=count,
+        metavar="N",
+        help="snapshots per run (default: snapshot.expire.limit, 50)",
     )
     expire.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
     add_expire_arguments(expire)
@@ -188,6 +193,17 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def count(text: str) -> int:
+    """A number of things (snapshots, paths): a whole number, not negative (else a usage error, exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid count: {text!r} (a whole number)") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"invalid count: {text} (must not be negative)")
+    return value
+
+
 def duration(text: str) -> timedelta:
     try:
         return parse_duration(text)
@@ -214,7 +230,7 @@ def add_expire_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``expire`` flags that only Iceberg tables take (Java's ``expire_snapshots`` arguments)."""
     parser.add_argument(
         "--retain-last",
-        type=int,
+        type=count,
         metavar="N",
         help="Iceberg: keep at least N ancestors of each branch head (default: "
         "history.expire.min-snapshots-to-keep, 1); --retain-min means the same for Iceberg tables",
@@ -261,7 +277,7 @@ def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-listed",
-        type=int,
+        type=count,
         default=None,
         metavar="N",
         help="Iceberg: how many orphan paths --json lists (default 1000; --report has them all)",

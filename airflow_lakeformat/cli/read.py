@@ -10,6 +10,7 @@ from airflow_lakeformat.cli import iceberg
 from airflow_lakeformat.cli.output import emit_json, format_time, print_rows
 from airflow_lakeformat.cli.tables import open_iceberg, open_paimon, selected_snapshot
 from airflow_lakeformat.core import progress
+from airflow_lakeformat.core.errors import UsageError
 from airflow_lakeformat.core.maintenance.results import human_bytes
 from airflow_lakeformat.core.paimon.live_files import live_files
 from airflow_lakeformat.core.paimon.summary import manifest_rows, summarize_snapshots, summarize_table
@@ -37,7 +38,7 @@ def files(args: argparse.Namespace, out: TextIO) -> None:
     if (table_ := open_iceberg(args)) is not None:
         return iceberg.files(table_, args, out)
     if args.ref is not None:
-        raise ValueError("--ref names an Iceberg branch or tag; on Paimon tables use --tag or --branch")
+        raise UsageError("--ref names an Iceberg branch or tag; on Paimon tables use --tag or --branch")
     table = open_paimon(args)
     snapshot, tag = selected_snapshot(table, args)
     rows = (

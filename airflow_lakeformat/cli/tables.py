@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+from airflow_lakeformat.core.errors import UsageError
 from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.io import parse_storage_options
 
@@ -27,7 +28,7 @@ def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
     for pair in getattr(args, "catalog_property", None) or []:
         key, sep, value = pair.partition("=")
         if not sep or not key.strip():
-            raise ValueError(f"catalog property {pair!r} is not of the form KEY=VALUE")
+            raise UsageError(f"catalog property {pair!r} is not of the form KEY=VALUE")
         properties[key.strip()] = value
     return properties
 

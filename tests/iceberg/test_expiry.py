@@ -248,7 +248,7 @@ def test_cli_expire_on_an_iceberg_table(tmp_path: Path) -> None:
     assert document["dryRun"] is False and document["snapshotsExpired"] == [ids[3]]
     assert ids[3] not in {s.snapshot_id for s in open_path_table(table.root).metadata.snapshots}
     code, _, err = run("expire", table.root, "--max-deletes", "3")
-    assert code == 1 and "only for Paimon tables" in err
+    assert code == 2 and "only for Paimon tables" in err  # a usage mistake
 
 
 def test_cli_expire_real_run_and_exit_codes(tmp_path: Path) -> None:

@@ -406,9 +406,9 @@ def test_cli_json_report_and_sample(tmp_path: Path) -> None:
     assert files_under(tmp_path) & planted.old_orphans == set()
 
     code, _, err = run("remove-orphans", str(planted.root), "--equal-scheme", "nonsense")
-    assert code == 1 and "FROM=TO" in err
+    assert code == 2 and "FROM=TO" in err  # a usage mistake
 
 
 def test_paimon_refuses_iceberg_only_flags(sample_tables: Path) -> None:
     code, _, err = run("remove-orphans", str(sample_tables / "append_tbl"), "--report", "x.jsonl")
-    assert code == 1 and "--report" in err and "only for Iceberg" in err
+    assert code == 2 and "--report" in err and "only for Iceberg" in err
