@@ -39,7 +39,7 @@ def lazy_handler(name: str) -> Handler:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="lakeformat", description="Inspect and maintain Apache Paimon tables."
+        prog="lakeformat", description="Inspect and maintain Apache Paimon and Apache Iceberg tables."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="print a traceback on errors")
@@ -70,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--branch", default="main", help="branch to read (default: main)")
     common.add_argument("--json", action="store_true", help="print one JSON document")
+    # Accepted after the command too; SUPPRESS keeps a --debug given before it.
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def add(name: str, handler: str, help_text: str) -> argparse.ArgumentParser:
@@ -204,7 +206,17 @@ def count(text: str) -> int:
     return value
 
 
+def _refuse_bare_number(text: str) -> None:
+    """A duration flag without a unit is a usage mistake: ``--older-than 5`` would be 5 ms (Paimon's
+    rule for option values), which nobody means on a command line."""
+    if text.strip().isdigit():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} has no unit: give one, e.g. '{text.strip()} d', '{text.strip()} h' or '{text.strip()} ms'"
+        )
+
+
 def duration(text: str) -> timedelta:
+    _refuse_bare_number(text)
     try:
         return parse_duration(text)
     except ValueError as exc:
@@ -215,6 +227,7 @@ def older_than_argument(text: str) -> timedelta | str:
     """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text)."""
     from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
 
+    _refuse_bare_number(text)
     try:
         return parse_duration(text)
     except ValueError:

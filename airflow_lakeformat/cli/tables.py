@@ -44,6 +44,11 @@ def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
     explicit = fmt == "iceberg" or catalog or properties
     if not explicit and detect_format(args.table, storage_options=storage) != "iceberg":
         return None
+    if getattr(args, "branch", "main") != "main":
+        raise UsageError(
+            f"--branch {args.branch}: a Paimon option; an Iceberg table's branches and tags are read "
+            "with files --ref NAME"
+        )
     from airflow_lakeformat.core.iceberg.catalog import open_table
 
     return open_table(

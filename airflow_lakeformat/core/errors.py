@@ -70,6 +70,10 @@ class TagNotFoundError(LakeformatError, LookupError):
     """The requested tag does not exist in the table."""
 
 
+class BranchNotFoundError(LakeformatError, LookupError):
+    """The requested branch does not exist in the table (the message lists the ones that do)."""
+
+
 class DuplicateFileError(CorruptMetadataError):
     """A manifest adds a data file that an earlier manifest of the same snapshot already added.
 
@@ -237,6 +241,7 @@ EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CorruptMetadataError, EXIT_CORRUPT),
     (SnapshotNotFoundError, EXIT_NOT_FOUND),
     (TagNotFoundError, EXIT_NOT_FOUND),
+    (BranchNotFoundError, EXIT_NOT_FOUND),
     (CommitConflictError, EXIT_COMMIT_REFUSED),
     (CommitRetriesExhaustedError, EXIT_COMMIT_REFUSED),
     (CommitStateUnknownError, EXIT_COMMIT_UNKNOWN),

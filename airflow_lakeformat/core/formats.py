@@ -73,6 +73,14 @@ def detect_format(
             return "iceberg"
     if not names and not io.exists(path):
         raise UnknownTableFormatError(uri, "the path does not exist")
+    if "_delta_log" in names:
+        raise UnknownTableFormatError(
+            uri, "a Delta Lake table (_delta_log/): lakeformat maintains Paimon and Iceberg tables only"
+        )
+    if ".hoodie" in names:
+        raise UnknownTableFormatError(
+            uri, "an Apache Hudi table (.hoodie/): lakeformat maintains Paimon and Iceberg tables only"
+        )
     raise UnknownTableFormatError(
         uri, "looked for Paimon snapshot/ or schema/ and for Iceberg metadata/*.metadata.json; found neither"
     )

@@ -32,7 +32,12 @@ from pyiceberg.io import load_file_io
 from pyiceberg.table import StaticTable
 from pyiceberg.table import Table as PyIcebergTable
 
-from airflow_lakeformat.core.errors import CorruptMetadataError, LakeformatError, MissingMetadataError
+from airflow_lakeformat.core.errors import (
+    CorruptMetadataError,
+    LakeformatError,
+    MissingMetadataError,
+    UsageError,
+)
 from airflow_lakeformat.core.formats import is_metadata_file
 from airflow_lakeformat.core.iceberg import metadata_files
 from airflow_lakeformat.core.iceberg.errors import IcebergTableNotFoundError
@@ -129,7 +134,18 @@ def load_catalog_from_properties(
         properties.update(
             type="sql", uri=f"sqlite:///{os.path.join(os.path.abspath(local), SQLITE_CATALOG_FILE)}"
         )
-    return load_catalog(catalog_name or "default", **properties)
+    name = catalog_name or "default"
+    try:
+        return load_catalog(name, **properties)
+    except ValueError as exc:
+        if "URI missing" not in str(exc):
+            raise
+        # pyiceberg's own words name a --uri flag lakeformat does not have.
+        variable = f"PYICEBERG_CATALOG__{name.upper()}__URI"
+        raise UsageError(
+            f"no Iceberg catalog {name!r} is configured: none in ~/.pyiceberg.yaml or ${variable}, "
+            "and no --catalog-property uri=... or type=... given"
+        ) from exc
 
 
 def open_catalog_table(

@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from airflow_lakeformat.core.errors import (
+    BranchNotFoundError,
     CorruptMetadataError,
     MissingMetadataError,
     SnapshotNotFoundError,
@@ -56,6 +57,9 @@ class Table:
         """Open the table rooted at ``uri`` (a local path or any fsspec URL) and check it is one we can read."""
         io, root = FileIO.for_uri(uri, storage_options)
         table = cls(io, root, branch, read_parallelism)
+        if branch != MAIN_BRANCH and not io.exists(table.snapshot_manager.branch_root):
+            cls(io, root, MAIN_BRANCH, read_parallelism).check_supported()  # a table, without that branch
+            raise BranchNotFoundError(f"{uri}: no branch {branch!r} (branches: {_branch_names(io, root)})")
         table.check_supported()
         return table
 
@@ -218,3 +222,11 @@ class Table:
             return [fn(item) for item in items]
         with ThreadPoolExecutor(max_workers=min(self.read_parallelism, len(items))) as pool:
             return list(pool.map(fn, items))
+
+
+def _branch_names(io: FileIO, root: str) -> str:
+    """The table's branches besides main, for an error message ("none" when it has none)."""
+    directory = io.join(root, paths.BRANCH_DIR)
+    names = io.list_names(directory) if io.exists(directory) else []
+    found = sorted(n[len(paths.BRANCH_PREFIX) :] for n in names if n.startswith(paths.BRANCH_PREFIX))
+    return ", ".join(found) or "none but main"

@@ -1,0 +1,113 @@
+"""A newcomer's tour of the CLI's mistakes (issue 25): each bad input gets its typed exit code and one line
+naming the problem, never a traceback (unless ``--debug``, accepted before or after the command)."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from airflow_lakeformat import cli
+
+
+def run(*argv: str) -> tuple[int, str, list[str]]:
+    """``cli.main`` in-process: (exit code, stdout, stderr's lines); argparse's exits included."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try:
+            code = cli.main(list(argv), out=out)
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return code, out.getvalue(), err.getvalue().splitlines()
+
+
+def error_line(lines: list[str]) -> str:
+    """The one line naming the problem: the only line, or argparse's last one (after its usage line)."""
+    assert lines, "nothing on stderr"
+    assert not any("Traceback" in line for line in lines), lines
+    if lines[0].startswith("usage:"):
+        return lines[-1]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+@pytest.fixture
+def iceberg_table(tmp_path: Path) -> str:
+    schema = tmp_path / "schema.json"
+    schema.write_text(json.dumps([{"name": "id", "type": "BIGINT"}]))
+    root = str(tmp_path / "ice")
+    code, _, err = run("create-table", root, "--format", "iceberg", "--schema", str(schema))
+    assert code == 0, err
+    return root
+
+
+def test_a_missing_paimon_branch_is_not_found_and_named(sample_tables: Path) -> None:
+    code, _, err = run("snapshots", str(sample_tables / "append_tbl"), "--branch", "dev")
+    assert code == cli.EXIT_NOT_FOUND
+    assert "no branch 'dev'" in error_line(err) and "not a Paimon table" not in error_line(err)
+
+
+def test_a_delta_lake_table_is_named_as_such(tmp_path: Path) -> None:
+    (tmp_path / "delta" / "_delta_log").mkdir(parents=True)
+    (tmp_path / "delta" / "_delta_log" / "00000000000000000000.json").write_text("{}")
+    code, _, err = run("files", str(tmp_path / "delta"))
+    assert code == cli.EXIT_NO_TABLE and "a Delta Lake table" in error_line(err)
+
+
+@pytest.mark.parametrize("flag", ["--retain-min", "--retain-max", "--max-deletes"])
+def test_a_negative_count_is_a_usage_mistake(sample_tables: Path, flag: str) -> None:
+    code, _, err = run("expire", str(sample_tables / "append_tbl"), flag, "-1", "--dry-run")
+    assert code == cli.EXIT_USAGE and "must not be negative" in error_line(err) and flag in error_line(err)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"), [("5", "has no unit"), ("5 fortnights", "unknown duration unit")]
+)
+def test_a_bad_duration_is_a_usage_mistake(sample_tables: Path, text: str, problem: str) -> None:
+    code, _, err = run("remove-orphans", str(sample_tables / "append_tbl"), "--older-than", text, "--dry-run")
+    assert code == cli.EXIT_USAGE and problem in error_line(err)
+
+
+def test_an_unknown_catalog_says_how_to_configure_one(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.pyiceberg.yaml of the machine's user
+    code, _, err = run("files", "db.events", "--catalog", "nosuch")
+    line = error_line(err)
+    assert code == cli.EXIT_USAGE and "'nosuch'" in line and "PYICEBERG_CATALOG__NOSUCH__URI" in line
+    assert "--uri" not in line  # pyiceberg's words name a flag lakeformat does not have
+
+
+def test_branch_on_an_iceberg_table_is_refused_not_ignored(iceberg_table: str) -> None:
+    code, _, err = run("snapshots", iceberg_table, "--branch", "dev")
+    assert code == cli.EXIT_USAGE and "--ref" in error_line(err)
+    assert run("snapshots", iceberg_table)[0] == 0
+
+
+def test_a_flag_of_the_other_format_is_a_usage_mistake(sample_tables: Path, iceberg_table: str) -> None:
+    code, _, err = run(
+        "remove-orphans", str(sample_tables / "append_tbl"), "--report", "r.jsonl", "--dry-run"
+    )
+    assert code == cli.EXIT_USAGE and "only for Iceberg tables" in error_line(err)
+    code, _, err = run("expire", iceberg_table, "--max-deletes", "3", "--dry-run")
+    assert code == cli.EXIT_USAGE and "only for Paimon tables" in error_line(err)
+
+
+@pytest.mark.parametrize("where", ["before", "after"])
+def test_debug_is_accepted_anywhere_and_shows_the_traceback(tmp_path: Path, where: str) -> None:
+    argv = ["files", str(tmp_path / "nothing")]
+    argv = ["--debug", *argv] if where == "before" else [*argv, "--debug"]
+    with pytest.raises(FileNotFoundError, match="no Paimon or Iceberg table here"):
+        cli.main(argv, out=io.StringIO())
+    code, _, err = run(*argv[:2] if where == "after" else argv[1:])
+    assert code == cli.EXIT_NO_TABLE and "no Paimon or Iceberg table here" in error_line(err)
+
+
+def test_help_names_both_formats() -> None:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code, _, _ = run("--help")
+    assert code == 0 and "Apache Paimon and Apache Iceberg" in printed.getvalue()
