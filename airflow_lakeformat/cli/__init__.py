@@ -1,17 +1,18 @@
-"""``lakeformat``: inspect and maintain Apache Paimon tables from a shell.
+"""``lakeformat``: inspect and maintain Apache Paimon and Apache Iceberg tables from a shell.
 
 The contract is stable: scripts depend on it. ``--json`` prints exactly one JSON document on
-stdout. Errors print one line on stderr and exit non-zero:
+stdout: the command's, or on an error ``{"error": {"type", "message", "exitCode"}}``. Errors print one line
+on stderr (argparse's usage mistakes: its usage and one line) and exit non-zero:
 
 ====  =========================================================
 code  meaning
 ====  =========================================================
 1     any other failure (storage, credentials, bad arguments)
 2     command-line usage error
-3     the path is not a Paimon table
+3     no Paimon or Iceberg table at the path (a Delta Lake or Hudi one is named as such)
 4     corrupt or missing metadata (the message names the file)
 5     a format version or feature this release refuses
-6     the requested snapshot or tag does not exist
+6     the requested snapshot, tag or branch does not exist
 7     a commit was refused (conflict, retries exhausted): nothing was published
 8     a commit's outcome is unknown: re-run with the same --commit-user and --commit-identifier
 9     maintenance refused (unsafe settings, unsupported feature, outdated plan): nothing was deleted
@@ -28,11 +29,13 @@ group runs the commands: ``read``, ``maintenance``, ``write``, ``create``, with 
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
+from airflow_lakeformat.cli.output import emit_json, error_document
 from airflow_lakeformat.cli.parser import build_parser as build_parser
 
 # The exit codes are part of this module's contract (scripts and tests use cli.EXIT_*): re-exported.
@@ -64,10 +67,27 @@ def __getattr__(name: str) -> Any:
 EXIT_BROKEN_PIPE = 128 + 13  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 
 
+def _parse(argv: Sequence[str] | None, out: TextIO) -> Any:
+    """The parsed arguments. A usage mistake exits 2 as argparse makes it (usage and message on stderr),
+    and with ``--json`` also prints the error document on stdout."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            return build_parser().parse_args(words)
+    except SystemExit as exc:
+        text = captured.getvalue()
+        sys.stderr.write(text)
+        if exc.code == EXIT_USAGE and "--json" in words:
+            message = text.strip().splitlines()[-1] if text.strip() else "usage error"
+            emit_json(error_document("UsageError", message.split("error: ", 1)[-1], EXIT_USAGE), out)
+            out.flush()
+        raise
+
+
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
     out = out or sys.stdout
+    args = _parse(argv, out)
     try:
         args.func(args, out)
         out.flush()
@@ -85,5 +105,10 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if not isinstance(exc, LakeformatError):
             message = f"{type(exc).__name__}: {message}"
         print(f"lakeformat: error: {message}", file=sys.stderr)
-        return exit_code_for(type(exc))
+        code = exit_code_for(type(exc))
+        if getattr(args, "json", False):
+            with contextlib.suppress(OSError, ValueError):
+                emit_json(error_document(type(exc).__name__, str(exc) or type(exc).__name__, code), out)
+                out.flush()
+        return code
     return 0

@@ -18,6 +18,11 @@ def emit_json(document: Any, out: TextIO) -> None:
     out.write("\n")
 
 
+def error_document(kind: str, message: str, exit_code: int) -> dict[str, Any]:
+    """What ``--json`` prints on stdout when a command fails (the one line still goes to stderr)."""
+    return {"error": {"type": kind, "message": message, "exitCode": exit_code}}
+
+
 def emit(json_output: bool, document: Any, line: str, out: TextIO) -> None:
     """The document with ``--json``, else the one summary line."""
     if json_output:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import json
 import os
 import shutil
 import time
@@ -183,7 +184,8 @@ def test_a_damaged_table(
         assert status == 0, err
         assert_untouched(before, after, damaged.relative_to(root).as_posix(), command)
         return
-    assert (status, out) == (cli.EXIT_CORRUPT, ""), err
+    assert status == cli.EXIT_CORRUPT, err
+    assert json.loads(out)["error"]["exitCode"] == cli.EXIT_CORRUPT, out  # --json: the error document
     assert err.startswith("lakeformat: error: ") and err.count("\n") == 1, err
     assert str(damaged) in err, err
     assert after == before

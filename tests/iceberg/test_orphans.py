@@ -308,7 +308,8 @@ def test_unreadable_metadata_is_a_typed_error_and_deletes_nothing(tmp_path: Path
         expected, code_expected = "not a valid table metadata JSON", 4
     before = files_under(tmp_path)
     code, out, err = run("remove-orphans", str(planted.root), "--json")
-    assert code == code_expected and out == "" and expected in err and path.name in err
+    assert code == code_expected and expected in err and path.name in err
+    assert json.loads(out)["error"]["exitCode"] == code_expected
     from airflow_lakeformat.core.errors import CorruptMetadataError
 
     with pytest.raises(CorruptMetadataError, match=path.name):

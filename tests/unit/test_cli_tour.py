@@ -111,3 +111,18 @@ def test_help_names_both_formats() -> None:
     with contextlib.redirect_stdout(printed):
         code, _, _ = run("--help")
     assert code == 0 and "Apache Paimon and Apache Iceberg" in printed.getvalue()
+
+
+def test_with_json_an_error_is_also_a_json_document(tmp_path: Path, sample_tables: Path) -> None:
+    code, out, err = run("files", str(tmp_path / "nothing"), "--json")
+    assert code == cli.EXIT_NO_TABLE and error_line(err).startswith("lakeformat: error: ")
+    assert json.loads(out) == {
+        "error": {
+            "type": "UnknownTableFormatError",
+            "message": error_line(err).removeprefix("lakeformat: error: "),
+            "exitCode": cli.EXIT_NO_TABLE,
+        }
+    }
+    code, out, err = run("expire", str(sample_tables / "append_tbl"), "--retain-min", "-1", "--json")
+    assert code == cli.EXIT_USAGE and json.loads(out)["error"]["type"] == "UsageError"
+    assert json.loads(out)["error"]["message"] in error_line(err)

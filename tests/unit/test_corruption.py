@@ -24,7 +24,8 @@ def table(sample_tables: Path) -> Path:
 def expect_error(root: Path, code: int, *needles: str, command: str = "files") -> None:
     status, out, err = run(command, str(root), "--json")
     assert status == code, err
-    assert out == ""
+    error = json.loads(out)["error"]  # --json: the error document on stdout, the same words as stderr's line
+    assert error["exitCode"] == code and error["message"] in err and error["type"].endswith("Error")
     assert err.startswith("lakeformat: error: ") and err.count("\n") == 1
     for needle in needles:
         assert needle in err
