@@ -41,8 +41,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.expiry import expire_snapshots
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots
 
 JAVA_DEFAULT_JIT_AND_GC = "-XX:TieredStopAtLevel=4 -XX:-UseSerialGC -XX:+UseG1GC"
 

@@ -72,12 +72,12 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table  # noqa: E402
-from airflow_lakeformat.core.iceberg.commit import commit_with_retry  # noqa: E402
-from airflow_lakeformat.core.iceberg.files import files_document  # noqa: E402
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog  # noqa: E402
-from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests  # noqa: E402
-from airflow_lakeformat.core.iceberg.table import IcebergTable  # noqa: E402
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table  # noqa: E402
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog  # noqa: E402
+from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests  # noqa: E402
+from airflow_lakeformat.core.iceberg.metadata.files import files_document  # noqa: E402
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable  # noqa: E402
+from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry  # noqa: E402
 
 
 def build_table(root: Path, manifests: int, per_manifest: int, columns: int, partitions: int) -> IcebergTable:

@@ -44,9 +44,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.location import LocationNormaliser
-from airflow_lakeformat.core.iceberg.orphans import remove_orphan_files
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.orphans import remove_orphan_files
+from airflow_lakeformat.core.iceberg.metadata.location import LocationNormaliser
 
 CATEGORIES = 10
 OLD = 10 * 86400
@@ -114,7 +114,7 @@ def warm_imports() -> float:
     started = time.perf_counter()
     import pyiceberg.io.pyarrow  # noqa: F401
 
-    from airflow_lakeformat.core.iceberg import reachability  # noqa: F401
+    from airflow_lakeformat.core.iceberg.reach import reachability  # noqa: F401
 
     return time.perf_counter() - started
 
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _live_files(root: Path) -> int:
-    from airflow_lakeformat.core.iceberg.files import files_document
+    from airflow_lakeformat.core.iceberg.metadata.files import files_document
 
     return len(files_document(open_path_table(str(root)))["files"])
 

@@ -160,9 +160,9 @@ def build_table(
     from pyiceberg.typedef import Record
     from pyiceberg.types import LongType, NestedField, StringType
 
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
-    from airflow_lakeformat.core.iceberg.commit import commit_with_retry
-    from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+    from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 
     schema = Schema(
         NestedField(1, "part", StringType(), required=False), NestedField(2, "id", LongType(), required=False)
@@ -445,8 +445,8 @@ def _phases(clock: PhaseClock, began: float, ended: float) -> tuple[dict[str, fl
 
 def worker_plan(table_dir: str, planted_file: str, profile_out: str | None) -> dict[str, Any]:
     """Open the table, plan in this fresh process (phases, RSS high-water), check the orphans."""
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
-    from airflow_lakeformat.core.iceberg.orphans import plan_orphan_cleanup
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import plan_orphan_cleanup
 
     planting = json.loads(Path(planted_file).read_text())
     t0 = time.perf_counter()

@@ -81,8 +81,8 @@ def paimon_state(table: Any) -> dict[str, Any]:
 
 def iceberg_state(table: Any) -> dict[str, Any]:
     """Snapshots of every ref, and the current snapshot's live data files, rows and data manifests."""
-    from airflow_lakeformat.core.iceberg.files import files_document
-    from airflow_lakeformat.core.iceberg.manifests import manifests_document
+    from airflow_lakeformat.core.iceberg.metadata.files import files_document
+    from airflow_lakeformat.core.iceberg.metadata.manifests import manifests_document
 
     native = table.native.refresh()
     snapshots = sorted(native.metadata.snapshots, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))

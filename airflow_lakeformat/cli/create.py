@@ -28,7 +28,7 @@ from airflow_lakeformat.core.errors import LakeformatError, UnknownTableFormatEr
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.iceberg.table_definition import SqlColumn
+    from airflow_lakeformat.core.iceberg.catalog.table_definition import SqlColumn
     from airflow_lakeformat.core.paimon.types import DataField
 
 Format = Literal["paimon", "iceberg"]
@@ -178,8 +178,8 @@ def _create_iceberg(
     options: dict[str, str],
     out: TextIO,
 ) -> None:
-    from airflow_lakeformat.core.iceberg.create import check_target, create_table
-    from airflow_lakeformat.core.iceberg.table_definition import define_table
+    from airflow_lakeformat.core.iceberg.catalog.create import check_target, create_table
+    from airflow_lakeformat.core.iceberg.catalog.table_definition import define_table
     from airflow_lakeformat.core.paimon.create import schema_from_fields
 
     with _usage(f"--schema {args.schema}"):
@@ -199,7 +199,7 @@ def _create_iceberg(
 
 
 def _sql_column(field: DataField) -> SqlColumn:
-    from airflow_lakeformat.core.iceberg.table_definition import SqlColumn
+    from airflow_lakeformat.core.iceberg.catalog.table_definition import SqlColumn
 
     dtype = field.type
     return SqlColumn(

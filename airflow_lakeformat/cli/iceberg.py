@@ -17,7 +17,7 @@ from airflow_lakeformat.core.errors import UnsupportedFormatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.iceberg.table import IcebergTable
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 
 
 def refuse(table: IcebergTable, operation: str) -> None:
@@ -26,7 +26,7 @@ def refuse(table: IcebergTable, operation: str) -> None:
 
 
 def snapshots(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
-    from airflow_lakeformat.core.iceberg.snapshots import snapshots_document
+    from airflow_lakeformat.core.iceberg.metadata.snapshots import snapshots_document
 
     document = snapshots_document(table)
     if args.json:
@@ -42,7 +42,7 @@ def snapshots(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> Non
 
 
 def files(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
-    from airflow_lakeformat.core.iceberg.files import files_document
+    from airflow_lakeformat.core.iceberg.metadata.files import files_document
 
     ref = getattr(args, "ref", None) or getattr(args, "tag", None)
     document = files_document(
@@ -57,7 +57,7 @@ def files(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
 
 
 def manifests(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
-    from airflow_lakeformat.core.iceberg.manifests import manifests_document
+    from airflow_lakeformat.core.iceberg.metadata.manifests import manifests_document
 
     document = manifests_document(table, snapshot_id=args.snapshot)
     if args.json:
@@ -67,7 +67,7 @@ def manifests(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> Non
 
 
 def inspect(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
-    from airflow_lakeformat.core.iceberg.inspect import inspect_document
+    from airflow_lakeformat.core.iceberg.metadata.inspect import inspect_document
 
     document = inspect_document(table)
     if args.json:
@@ -85,7 +85,7 @@ def inspect(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
 
 def compact_manifests(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``compact-manifests [--full | --minor] [--dry-run]``: Java's rewrite_manifests or its merge policy."""
-    from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests as compact
+    from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests as compact
 
     result = compact(table, "minor" if args.minor else "full", dry_run=args.dry_run)
     if args.json:
@@ -98,7 +98,7 @@ def write(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``write --from FILE``: an append through pyiceberg (partition overwrite is not implemented yet)."""
     if args.overwrite is not None:
         refuse(table, "a partition overwrite")
-    from airflow_lakeformat.core.iceberg.write import append, write_schema
+    from airflow_lakeformat.core.iceberg.write.write import append, write_schema
     from airflow_lakeformat.core.sources import read_source
 
     data = read_source(args.source, write_schema(table), parse_storage_options(args.storage_option))
@@ -119,7 +119,7 @@ def commit(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``commit --add PATH...``: register existing Parquet files (pyiceberg's add_files)."""
     if args.overwrite is not None:
         refuse(table, "a partition overwrite")
-    from airflow_lakeformat.core.iceberg.write import add_files
+    from airflow_lakeformat.core.iceberg.write.write import add_files
 
     snapshot_id = add_files(table, list(args.add))
     document = {
@@ -149,11 +149,11 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 def remove_orphans(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``remove-orphans``: Java's ``remove_orphan_files`` rules, stricter (``core/iceberg/orphans.py``)."""
-    from airflow_lakeformat.core.iceberg.orphans import (
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
         DEFAULT_OLDER_THAN,
         DEFAULT_SAMPLE_LIMIT,
-        remove_orphan_files,
     )
+    from airflow_lakeformat.core.iceberg.maintenance.orphans import remove_orphan_files
 
     result = remove_orphan_files(
         table,
@@ -182,7 +182,7 @@ _EXPIRE_PAIMON_ONLY = ("retain_max", "max_deletes")
 def expire(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``expire``: Java's ``expire_snapshots`` rules, deleting the files only expired snapshots reached
     (``core/iceberg/expiry.py``)."""
-    from airflow_lakeformat.core.iceberg.expiry import expire_snapshots
+    from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots
 
     given = [
         f"--{name.replace('_', '-')}" for name in _EXPIRE_PAIMON_ONLY if getattr(args, name, None) is not None

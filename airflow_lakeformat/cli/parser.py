@@ -225,7 +225,7 @@ def duration(text: str) -> timedelta:
 
 def older_than_argument(text: str) -> timedelta | str:
     """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text)."""
-    from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+    from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import parse_older_than
 
     _refuse_bare_number(text)
     try:

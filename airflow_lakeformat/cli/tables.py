@@ -17,7 +17,7 @@ from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.iceberg.table import IcebergTable
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.snapshot import Snapshot
     from airflow_lakeformat.core.paimon.table import Table
 
@@ -49,7 +49,7 @@ def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
             f"--branch {args.branch}: a Paimon option; an Iceberg table's branches and tags are read "
             "with files --ref NAME"
         )
-    from airflow_lakeformat.core.iceberg.catalog import open_table
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_table
 
     return open_table(
         args.table,

@@ -191,7 +191,7 @@ class FileIO:
                     name=posixpath.basename(full),
                     path=full,
                     size=int(row.get("size") or 0),
-                    mtime=_mtime_of(row),
+                    mtime=mtime_of(row),
                     is_dir=row.get("type") == "directory",
                 )
             )
@@ -322,7 +322,8 @@ def _hidden_temp_file(path: str, data: bytes) -> Iterator[str]:
             os.unlink(temp)
 
 
-def _mtime_of(row: Mapping[str, Any]) -> float | None:
+def mtime_of(row: Mapping[str, Any]) -> float | None:
+    """A listing row's modification time in epoch seconds (fsspec backends name it differently), or None."""
     for key in ("mtime", "LastModified", "last_modified", "modified", "created"):
         value = row.get(key)
         if value is None:

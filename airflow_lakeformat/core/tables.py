@@ -32,13 +32,14 @@ from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.formats import TableFormat, detect_format
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.iceberg.expiry import IcebergExpiryPlan, IcebergExpiryResult
-    from airflow_lakeformat.core.iceberg.manifest_compaction import (
+    from airflow_lakeformat.core.iceberg.maintenance.expiry import IcebergExpiryPlan, IcebergExpiryResult
+    from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import (
         IcebergManifestCompactionResult,
-        ManifestCompactionPlan,
     )
-    from airflow_lakeformat.core.iceberg.orphans import IcebergOrphanPlan, IcebergOrphanResult
-    from airflow_lakeformat.core.iceberg.table import IcebergTable
+    from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction_plan import ManifestCompactionPlan
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import IcebergOrphanPlan
+    from airflow_lakeformat.core.iceberg.maintenance.orphans import IcebergOrphanResult
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
         DataCompactionPlan,
         DataCompactionResult,
@@ -88,7 +89,7 @@ def open_table(
         else:
             format = detect_format(uri_or_identifier, storage_options=storage_options)
     if format == "iceberg":
-        from airflow_lakeformat.core.iceberg.catalog import open_table as open_iceberg
+        from airflow_lakeformat.core.iceberg.catalog.catalog import open_table as open_iceberg
 
         return IcebergLakeTable(
             open_iceberg(
@@ -143,7 +144,7 @@ class IcebergLakeTable:
 
     def write_schema(self) -> WriteSchema:
         """The columns a write must deliver, for ``core.sources.read_source`` (the current schema's)."""
-        from airflow_lakeformat.core.iceberg.write import write_schema
+        from airflow_lakeformat.core.iceberg.write.write import write_schema
 
         return write_schema(self.native)
 
@@ -316,8 +317,8 @@ class IcebergMaintenance:
     """Maintenance of one Iceberg table.
 
     Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor);
-    orphan cleanup Java's ``DeleteOrphanFilesSparkAction`` (``core/iceberg/orphans.py``), stricter.
-    Expiry follows Java's ``expire_snapshots`` (``core/iceberg/expiry.py``) and deletes the files only
+    orphan cleanup Java's ``DeleteOrphanFilesSparkAction`` (``core/iceberg/maintenance/orphans.py``), stricter.
+    Expiry follows Java's ``expire_snapshots`` (``core/iceberg/maintenance/expiry.py``) and deletes the files only
     expired snapshots reached. Data compaction of Iceberg tables is not implemented (pyiceberg 0.12 has
     no rewrite of data files to build on); calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
     """
@@ -341,7 +342,7 @@ class IcebergMaintenance:
     ) -> IcebergExpiryPlan:
         """The expiry plan (snapshots and refs removed, files only they reach by kind); changes nothing.
 
-        Java's ``expire_snapshots`` rules (``core/iceberg/expiry.py``); per-ref retention
+        Java's ``expire_snapshots`` rules (``core/iceberg/maintenance/expiry.py``); per-ref retention
         (``max-ref-age-ms``, ``max-snapshot-age-ms``, ``min-snapshots-to-keep``) overrides the arguments.
 
         Args:
@@ -353,7 +354,7 @@ class IcebergMaintenance:
             clean_expired_metadata: also drop partition specs and schemas no retained snapshot uses.
             retain_min: the Paimon name of ``retain_last`` (give one of them).
         """
-        from airflow_lakeformat.core.iceberg.expiry import plan_snapshot_expiry
+        from airflow_lakeformat.core.iceberg.maintenance.expiry import plan_snapshot_expiry
 
         return plan_snapshot_expiry(
             self.table,
@@ -385,7 +386,7 @@ class IcebergMaintenance:
         Example:
             >>> table.maintenance.expire_snapshots(older_than="7 d", retain_last=3, dry_run=False).summary()  # doctest: +SKIP
         """
-        from airflow_lakeformat.core.iceberg.expiry import execute_snapshot_expiry
+        from airflow_lakeformat.core.iceberg.maintenance.expiry import execute_snapshot_expiry
 
         plan = plan or self.plan_expire_snapshots(
             older_than=older_than,
@@ -407,11 +408,14 @@ class IcebergMaintenance:
     ) -> IcebergOrphanPlan:
         """List the files under the table's location(s), then the valid set, then join; deletes nothing.
 
-        Java's ``DeleteOrphanFilesSparkAction`` rules (``core/iceberg/orphans.py``): candidates older than
+        Java's ``DeleteOrphanFilesSparkAction`` rules (``core/iceberg/maintenance/orphans.py``): candidates older than
         ``older_than`` (3 days; under 24 h refused unless ``allow_short_older_than``), paths compared after
         mapping ``s3a``/``s3n`` to ``s3``, a file valid under another scheme or authority aborts the run.
         """
-        from airflow_lakeformat.core.iceberg.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
+        from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
+            DEFAULT_OLDER_THAN,
+            plan_orphan_cleanup,
+        )
 
         return plan_orphan_cleanup(
             self.table,
@@ -451,7 +455,7 @@ class IcebergMaintenance:
         Example:
             >>> open_table("s3://lake/wh/events").maintenance.remove_orphan_files(report="orphans.jsonl")  # doctest: +SKIP
         """
-        from airflow_lakeformat.core.iceberg.orphans import execute_orphan_cleanup
+        from airflow_lakeformat.core.iceberg.maintenance.orphans import execute_orphan_cleanup
 
         plan = plan or self.plan_remove_orphan_files(
             older_than=older_than,
@@ -466,7 +470,9 @@ class IcebergMaintenance:
         self, mode: ManifestMode = "full", *, branch: str = "main", target_size_bytes: int | None = None
     ) -> ManifestCompactionPlan:
         """The manifests a compaction would replace and write, per spec; writes and commits nothing."""
-        from airflow_lakeformat.core.iceberg.manifest_compaction import plan_manifest_compaction
+        from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction_plan import (
+            plan_manifest_compaction,
+        )
 
         return plan_manifest_compaction(self.table, mode, branch=branch, target_size_bytes=target_size_bytes)
 
@@ -491,7 +497,7 @@ class IcebergMaintenance:
             snapshot_properties: extra summary properties of the ``replace`` snapshot (e.g. the commit
                 user, ``lakeformat.commit-user``).
         """
-        from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
+        from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
 
         return compact_manifests(
             self.table,

@@ -238,7 +238,7 @@ class LakeformatConnectionSettings:
         (when the warehouse is on S3), overridden by the catalog's own properties."""
         derived: dict[str, str] = {}
         if self.root is not None and protocol_of(self.root) in _S3_PROTOCOLS:
-            from airflow_lakeformat.core.iceberg.fileio import pyiceberg_io_properties
+            from airflow_lakeformat.core.iceberg.metadata.fileio import pyiceberg_io_properties
 
             derived = pyiceberg_io_properties(self.root, self.storage_options(self.root))
         return {**derived, **self.catalog.properties}
@@ -419,7 +419,7 @@ class LakeformatHook(BaseHook):
 
     def load_iceberg_catalog(self) -> Any:
         """The connection's pyiceberg catalog (``load_catalog`` with :meth:`catalog_properties`)."""
-        from airflow_lakeformat.core.iceberg.catalog import load_catalog_from_properties
+        from airflow_lakeformat.core.iceberg.catalog.catalog import load_catalog_from_properties
 
         catalog = self.settings.catalog
         if not catalog.configured:
@@ -456,7 +456,7 @@ class LakeformatHook(BaseHook):
         from pyiceberg.exceptions import NamespaceAlreadyExistsError, TableAlreadyExistsError
 
         from airflow_lakeformat.core.errors import TableNotFoundError
-        from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
+        from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
 
         ref = self.resolve(table, "iceberg")
         if exist_ok:
@@ -522,7 +522,7 @@ class LakeformatHook(BaseHook):
             latest = table.snapshot_manager.latest_snapshot_id()
             return True, f"{root} is a Paimon table (schema {table.schema.id}, latest snapshot {latest})"
         if ICEBERG_METADATA_DIR in names:
-            from airflow_lakeformat.core.iceberg.catalog import open_path_table
+            from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 
             iceberg = open_path_table(root, self.storage_options(root))
             current = iceberg.snapshot()

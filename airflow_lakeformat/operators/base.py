@@ -187,7 +187,7 @@ def is_catalog_table(table: LakeTable) -> bool:
     """An Iceberg table opened from a catalog (not by its root path): Spark jobs cannot open it."""
     if table.format != "iceberg":
         return False
-    from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog, ReadOnlyCatalog
+    from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog, ReadOnlyCatalog
 
     return not isinstance(table.native.table.catalog, (HadoopLayoutCatalog, ReadOnlyCatalog))  # type: ignore[union-attr]
 

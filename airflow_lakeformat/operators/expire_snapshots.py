@@ -115,7 +115,7 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
         if table.format == "iceberg":
-            from airflow_lakeformat.core.iceberg.expiry import expire_snapshots as expire_iceberg
+            from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots as expire_iceberg
 
             settings = self._settings(table)
             return expire_iceberg(

@@ -5,7 +5,7 @@ snapshot summary (``lakeformat.commit-user``, ``lakeformat.commit-identifier``; 
 properties, Java's ``SnapshotSummary`` included). Before committing, :func:`find_landed` looks for a snapshot
 of the branch's history with both: an Airflow retry whose earlier try failed *after* its commit landed finds
 it and reports ``alreadyCommitted`` instead of appending the rows again. The commit itself is the core's
-(``core/iceberg/write.py``: pyiceberg's ``Transaction`` through the one retry loop); a partition overwrite is
+(``core/iceberg/write/write.py``: pyiceberg's ``Transaction`` through the one retry loop); a partition overwrite is
 not implemented for Iceberg yet and is refused before anything is written.
 
 Example:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.table.snapshots import Snapshot
 
-    from airflow_lakeformat.core.iceberg.table import IcebergTable
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 
 COMMIT_USER_PROPERTY = "lakeformat.commit-user"
 COMMIT_IDENTIFIER_PROPERTY = "lakeformat.commit-identifier"
@@ -98,7 +98,7 @@ def append_rows(
     table: IcebergTable, data: pa.Table, commit_user: str, commit_identifier: int
 ) -> tuple[Snapshot, bool]:
     """Append ``data`` once: (the snapshot holding it, whether an earlier try had committed it already)."""
-    from airflow_lakeformat.core.iceberg.write import append
+    from airflow_lakeformat.core.iceberg.write.write import append
 
     landed = find_landed(table, commit_user, commit_identifier)
     if landed is not None:
@@ -114,7 +114,7 @@ def add_data_files(
 ) -> tuple[Snapshot, bool]:
     """Register existing Parquet files once (pyiceberg's ``add_files``); paths relative to the table root
     are placed under it."""
-    from airflow_lakeformat.core.iceberg.write import add_files
+    from airflow_lakeformat.core.iceberg.write.write import add_files
 
     landed = find_landed(table, commit_user, commit_identifier)
     if landed is not None:

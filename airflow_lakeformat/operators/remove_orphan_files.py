@@ -66,7 +66,9 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
         if given is not None:
             return given
         if table.format == "iceberg":
-            from airflow_lakeformat.core.iceberg.orphans import DEFAULT_OLDER_THAN as ICEBERG_DEFAULT
+            from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
+                DEFAULT_OLDER_THAN as ICEBERG_DEFAULT,
+            )
 
             return ICEBERG_DEFAULT
         from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN
@@ -84,7 +86,9 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
             "allow_short_older_than": as_bool(self.allow_short_older_than, "allow_short_older_than"),
         }
         if table.format == "iceberg":
-            from airflow_lakeformat.core.iceberg.orphans import remove_orphan_files as remove_iceberg
+            from airflow_lakeformat.core.iceberg.maintenance.orphans import (
+                remove_orphan_files as remove_iceberg,
+            )
 
             return remove_iceberg(table.native, **settings).to_json()  # type: ignore[arg-type]
         from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files

@@ -66,7 +66,7 @@ def optional_older_than(value: timedelta | str | None, name: str) -> timedelta |
     text = str(value).strip()
     if text.lower() in ("", "none", "null"):
         return None
-    from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+    from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import parse_older_than
     from airflow_lakeformat.core.units import DURATION_HELP, parse_duration
 
     try:

@@ -82,7 +82,9 @@ def _text(delta: timedelta) -> str:
 def orphan_floor(table_format: str | None) -> timedelta:
     """The shortest orphan age a format accepts without the override (Paimon's when ``None``)."""
     if table_format == "iceberg":
-        from airflow_lakeformat.core.iceberg.orphans import MINIMUM_OLDER_THAN as ICEBERG_FLOOR
+        from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
+            MINIMUM_OLDER_THAN as ICEBERG_FLOOR,
+        )
 
         return ICEBERG_FLOOR
     from airflow_lakeformat.core.paimon.maintenance.orphans import MINIMUM_OLDER_THAN as PAIMON_FLOOR

@@ -2,7 +2,7 @@
 
 ``execution="local"`` reads the source in the worker (``core.sources.read_source``), writes data files in
 the table's layout (Paimon: ``write_data_files``; Iceberg: pyiceberg's append through the core,
-``core/iceberg/write.py``) and commits them; ``"spark"`` submits the ``write`` Spark job (Paimon tables only),
+``core/iceberg/write/write.py``) and commits them; ``"spark"`` submits the ``write`` Spark job (Paimon tables only),
 which writes on the executors and commits on the driver. Either way the commit is exactly once per task
 instance: the commit user is stable per DAG and task and the commit identifier is derived from the DAG
 run, the task, its map index and the source (:func:`~airflow_lakeformat.operators.commit.commit_identifier`),

@@ -3,7 +3,7 @@
 Same job, same arguments as for Paimon tables where the concepts match (``--older-than``, ``--retain-min`` =
 Iceberg's ``--retain-last``, ``--dry-run``, ``--parallelism``); Iceberg also takes ``--retain-last``,
 ``--snapshot-id`` (repeatable), ``--clean-expired-metadata`` and an ISO-8601 ``--older-than``. The rules and
-the result are the in-process run's (:mod:`airflow_lakeformat.core.iceberg.expiry`, Java's
+the result are the in-process run's (:mod:`airflow_lakeformat.core.iceberg.maintenance.expiry`, Java's
 ``expire_snapshots``), built from the same blocks:
 
 1. The driver resolves the options and selects the snapshots and refs to remove (``expiry_rules``).
@@ -29,15 +29,15 @@ from functools import partial
 from typing import Any
 
 from airflow_lakeformat.core.formats import detect_format
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.expiry import (
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.expiry import (
     execute_snapshot_expiry,
     plan_snapshot_expiry,
     refresh_if_changed,
 )
-from airflow_lakeformat.core.iceberg.expiry_files import RetainedSide
-from airflow_lakeformat.core.iceberg.expiry_rules import check_gc_enabled
-from airflow_lakeformat.core.iceberg.reachability import ReachabilityReader, load_one
+from airflow_lakeformat.core.iceberg.maintenance.expiry_files import RetainedSide
+from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import check_gc_enabled
+from airflow_lakeformat.core.iceberg.reach.reachability import ReachabilityReader, load_one
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport
 from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext

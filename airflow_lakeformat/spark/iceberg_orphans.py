@@ -2,7 +2,7 @@
 
 Same job, same arguments as for Paimon tables (``--older-than``, ``--allow-short-older-than``, ``--dry-run``,
 ``--parallelism``; Iceberg also takes ``--equal-scheme``, ``--equal-authority``, ``--prefix-mismatch``), the
-same rules as the in-process run (:mod:`airflow_lakeformat.core.iceberg.orphans`, Java's
+same rules as the in-process run (:mod:`airflow_lakeformat.core.iceberg.maintenance.orphans`, Java's
 ``DeleteOrphanFilesSparkAction``), built from the core's blocks:
 
 1. The driver applies the guards (``older_than`` floor, ``gc.enabled``, listing roots), lists the first two
@@ -31,13 +31,8 @@ from functools import partial
 from typing import Any
 
 from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.location import (
-    LocationNormaliser,
-    PrefixMismatch,
-    ValidLocations,
-)
-from airflow_lakeformat.core.iceberg.orphan_listing import (
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.orphan_listing import (
     HiddenFilter,
     TreeListing,
     actual_uri,
@@ -46,19 +41,28 @@ from airflow_lakeformat.core.iceberg.orphan_listing import (
     list_subtree,
     listing_roots,
 )
-from airflow_lakeformat.core.iceberg.orphan_valid import ValidSet, collect_valid, refresh_if_changed
-from airflow_lakeformat.core.iceberg.orphans import (
+from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
     DEFAULT_OLDER_THAN,
     DEFAULT_SAMPLE_LIMIT,
     READ_ONLY_WARNING,
     IcebergOrphanPlan,
-    IcebergOrphanResult,
     PrefixMismatchError,
     candidates_decision,
     check_gc_enabled,
     check_older_than,
     kind_of,
     plan_warnings,
+)
+from airflow_lakeformat.core.iceberg.maintenance.orphan_valid import (
+    ValidSet,
+    collect_valid,
+    refresh_if_changed,
+)
+from airflow_lakeformat.core.iceberg.maintenance.orphans import IcebergOrphanResult
+from airflow_lakeformat.core.iceberg.metadata.location import (
+    LocationNormaliser,
+    PrefixMismatch,
+    ValidLocations,
 )
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest

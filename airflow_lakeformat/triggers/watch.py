@@ -31,7 +31,7 @@ from airflow_lakeformat.hooks.lakeformat import LakeformatConnectionError
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
 
-    from airflow_lakeformat.core.iceberg.table import IcebergTable
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.snapshot import Snapshot
     from airflow_lakeformat.core.paimon.table import Table
 

@@ -11,10 +11,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.table import IcebergTable
-from airflow_lakeformat.core.iceberg.write import append
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write.write import append
 from tests.airflow.helpers import set_connection
 
 SCHEMA = pa.schema([pa.field("dt", pa.string()), pa.field("v", pa.int64())])
@@ -42,7 +42,7 @@ def catalog_connection(
 
 def catalog_table(warehouse: Path, identifier: str = "db.events") -> IcebergTable:
     """A new unpartitioned v2 table ``identifier`` in the warehouse's SQLite catalog."""
-    from airflow_lakeformat.core.iceberg.catalog import load_catalog_from_properties
+    from airflow_lakeformat.core.iceberg.catalog.catalog import load_catalog_from_properties
 
     catalog = load_catalog_from_properties(None, sql_catalog_properties(warehouse))
     namespace = identifier.rpartition(".")[0]

@@ -401,7 +401,7 @@ def test_sensor_dag_with_an_explicit_snapshot_id_matches_at_once(
 def test_iceberg_maintenance_dag_on_a_sqlite_catalog(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_lakeformat.core.iceberg.catalog import open_catalog_table
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table
     from tests.airflow.iceberg_helpers import catalog_connection, plant_old_file
 
     warehouse = tmp_path / "wh"
@@ -439,7 +439,7 @@ def test_iceberg_maintenance_dag_on_a_sqlite_catalog(
 def test_iceberg_maintenance_dag_without_a_catalog_keeps_a_hadoop_layout_table_under_the_warehouse(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 
     warehouse = tmp_path / "wh"
     set_connection(monkeypatch, "lakeformat_default", host=str(warehouse))
@@ -468,7 +468,7 @@ def _written(run: Any) -> dict[str, Any]:
 def test_iceberg_ingest_appends_once_per_run_and_a_rerun_writes_nothing(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
     from tests.airflow.iceberg_helpers import live_rows
 
     root = _iceberg_ingest_env(monkeypatch, tmp_path)
@@ -517,9 +517,9 @@ def test_iceberg_ingest_appends_once_per_run_and_a_rerun_writes_nothing(
 def test_iceberg_sensor_dag_defers_ignores_replace_and_resumes_on_an_append(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
-    from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
-    from airflow_lakeformat.core.iceberg.write import append as append_rows
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
+    from airflow_lakeformat.core.iceberg.write.write import append as append_rows
     from airflow_lakeformat.sensors.snapshot import sensor_variable_key
     from tests.airflow.helpers import variable_record, when
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
 from airflow_lakeformat.sensors.snapshot import sensor_variable_key
 from airflow_lakeformat.triggers import snapshot as trigger_module
 from airflow_lakeformat.triggers.snapshot import LakeformatSnapshotEventTrigger, watched_table_asset

@@ -275,9 +275,9 @@ def test_a_bad_duration_from_the_environment_stops_scheduled_maintenance(
 def test_an_iceberg_table_has_the_24_hour_orphan_floor(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from airflow_lakeformat.core.iceberg import write
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
-    from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+    from airflow_lakeformat.core.iceberg.write import write
     from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 
     warehouse = tmp_path / "wh"

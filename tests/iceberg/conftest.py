@@ -1,6 +1,6 @@
 """The Iceberg tests read manifest lists and manifests with the regex scanner from the first record.
 
-``core/iceberg/reach_decode.py`` compiles a writer schema's pattern only after 5,000 of its records (small
+``core/iceberg/reach/reach_decode.py`` compiles a writer schema's pattern only after 5,000 of its records (small
 tables never pay the compile); the tables here are small, so without this every test would take the
 reference decode and the scanned one would be proven only by the unit tests and the benchmarks.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_lakeformat.core.iceberg import reach_decode
+from airflow_lakeformat.core.iceberg.reach import reach_decode
 
 
 @pytest.fixture(autouse=True)

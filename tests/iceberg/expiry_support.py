@@ -12,13 +12,13 @@ from typing import Any
 
 import pyarrow as pa
 
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.expiry_commit import JOURNAL_PREFIX
-from airflow_lakeformat.core.iceberg.expiry_files import to_fs_path
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.reachability import reachable_files
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.maintenance.expiry_commit import JOURNAL_PREFIX
+from airflow_lakeformat.core.iceberg.maintenance.expiry_files import to_fs_path
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.reach.reachability import reachable_files
+from airflow_lakeformat.core.iceberg.write import write
 from airflow_lakeformat.core.io import FileIO
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 

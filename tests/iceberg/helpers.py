@@ -33,8 +33,8 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 from pyiceberg.typedef import Record
 
-from airflow_lakeformat.core.iceberg.commit import commit_with_retry
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 
 CONTENT_IDS = {"data": 0, "position-deletes": 1, "equality-deletes": 2}
 

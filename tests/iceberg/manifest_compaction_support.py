@@ -21,10 +21,10 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.manifest import DataFileContent, ManifestContent, ManifestFile
 from pyiceberg.transforms import IdentityTransform
 
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.helpers import commit_delete_files, data_file, local_path, write_parquet
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 
@@ -123,7 +123,7 @@ def many_manifests(
 def manifest_list(table: IcebergTable, snapshot_id: int | None = None) -> list[ManifestFile]:
     snapshot = table.snapshot(snapshot_id)
     assert snapshot is not None
-    from airflow_lakeformat.core.iceberg.manifests import read_manifests
+    from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
 
     return read_manifests(table, snapshot)
 

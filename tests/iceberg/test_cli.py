@@ -9,9 +9,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.snapshots import snapshots_document
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.metadata.snapshots import snapshots_document
 from tests.iceberg.scenarios import build, create_table, rows
 from tests.unit.test_cli import run
 

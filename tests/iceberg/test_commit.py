@@ -11,11 +11,11 @@ from pyiceberg.table import Transaction
 from pyiceberg.table.update import AssertRefSnapshotId, SetPropertiesUpdate
 
 from airflow_lakeformat.core.errors import CommitRetriesExhaustedError, CommitStateUnknownError
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.commit import RetryPolicy, commit_with_retry
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write import write
+from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 
 DAY = datetime.date(2024, 1, 1)

@@ -26,12 +26,12 @@ from pyiceberg.table import Transaction
 
 from airflow_lakeformat import cli
 from airflow_lakeformat.core.errors import CorruptMetadataError
-from airflow_lakeformat.core.iceberg import manifest_writer, write
-from airflow_lakeformat.core.iceberg.avro_guard import CheckedFileIO, checked_io
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.commit import commit_with_retry
-from airflow_lakeformat.core.iceberg.live_files import PyIcebergDecoder
-from airflow_lakeformat.core.iceberg.manifests import read_manifests
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.metadata.avro_guard import CheckedFileIO, checked_io
+from airflow_lakeformat.core.iceberg.metadata.live_files import PyIcebergDecoder
+from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
+from airflow_lakeformat.core.iceberg.write import manifest_writer, write
+from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 from tests.iceberg.helpers import local_path
 from tests.iceberg.scenarios import create_table, rows
 

@@ -19,7 +19,7 @@ from pyiceberg.table import Table as PyIcebergTable
 
 from airflow_lakeformat import cli
 from airflow_lakeformat.core.errors import TableAlreadyExistsError, exit_code_for
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 from tests.unit.test_cli import run
 
 # Every SQL type with a faithful Iceberg type, and what it becomes (Arrow names too, as --schema takes them).

@@ -19,13 +19,13 @@ from airflow_lakeformat.core.errors import (
     UnsupportedFormatError,
 )
 from airflow_lakeformat.core.formats import detect_format
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.inspect import inspect_document
-from airflow_lakeformat.core.iceberg.live_files import PyIcebergDecoder
-from airflow_lakeformat.core.iceberg.manifests import manifests_document
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.metadata.inspect import inspect_document
+from airflow_lakeformat.core.iceberg.metadata.live_files import PyIcebergDecoder
+from airflow_lakeformat.core.iceberg.metadata.manifests import manifests_document
+from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.helpers import local_path
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 

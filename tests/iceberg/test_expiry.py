@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, PlanOutdatedError
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.expiry import (
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.expiry import (
     execute_snapshot_expiry,
     expire_snapshots,
     plan_snapshot_expiry,
 )
-from airflow_lakeformat.core.iceberg.expiry_files import to_fs_path
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.maintenance.expiry_files import to_fs_path
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write import write
 from airflow_lakeformat.core.tables import open_table
 from tests.iceberg import expiry_support as support
 from tests.unit.test_cli import run

@@ -13,9 +13,9 @@ from pyiceberg.table.statistics import PartitionStatisticsFile, StatisticsFile
 from pyiceberg.table.update import SetPartitionStatisticsUpdate, SetStatisticsUpdate
 
 from airflow_lakeformat.core.errors import MaintenanceRefusedError
-from airflow_lakeformat.core.iceberg.expiry import expire_snapshots, plan_snapshot_expiry
-from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots, plan_snapshot_expiry
+from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import parse_older_than
 from tests.iceberg import expiry_support as support
 from tests.iceberg.scenarios import build
 
@@ -267,7 +267,7 @@ def test_refusals(tmp_path: Path) -> None:
     with pytest.raises(MaintenanceRefusedError, match="at least 1"):
         plan_snapshot_expiry(other, retain_last=0)
     readonly_metadata = other.metadata_location
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 
     readonly = open_path_table(readonly_metadata)
     assert readonly.read_only

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.expiry import expire_snapshots
-from airflow_lakeformat.core.iceberg.expiry_files import to_fs_path
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots
+from airflow_lakeformat.core.iceberg.maintenance.expiry_files import to_fs_path
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg import expiry_support as support
 from tests.support.seaweedfs import SeaweedFSServer
 

@@ -14,15 +14,15 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.table.update import SetPropertiesUpdate, UpgradeFormatVersionUpdate
 
 from airflow_lakeformat.core.errors import TableNotFoundError, UnsupportedFormatError
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
 from airflow_lakeformat.core.iceberg.errors import (
     IcebergTableNotFoundError,
     ReadOnlyTableError,
     UnsupportedWriteVersionError,
 )
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.write import write
 from airflow_lakeformat.core.io import FileIO
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 

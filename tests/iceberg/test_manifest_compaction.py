@@ -17,18 +17,16 @@ from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import AddSnapshotUpdate
 
 from airflow_lakeformat.core.errors import CommitRetriesExhaustedError, CommitStateUnknownError
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.commit import RetryPolicy
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
 from airflow_lakeformat.core.iceberg.errors import ReadOnlyTableError, UnsupportedWriteVersionError
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.inspect import inspect_document
-from airflow_lakeformat.core.iceberg.manifest_compaction import (
-    compact_manifests,
-    plan_manifest_compaction,
-)
-from airflow_lakeformat.core.iceberg.manifest_merge import pack_end, plan_merge
+from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction_plan import plan_manifest_compaction
+from airflow_lakeformat.core.iceberg.maintenance.manifest_merge import pack_end, plan_merge
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.metadata.inspect import inspect_document
+from airflow_lakeformat.core.iceberg.write import write
+from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy
 from tests.iceberg.helpers import data_file, local_path
 from tests.iceberg.manifest_compaction_support import (
     Built,

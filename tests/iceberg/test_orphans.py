@@ -12,15 +12,11 @@ import pytest
 
 from airflow_lakeformat import open_table
 from airflow_lakeformat.core.errors import MaintenanceRefusedError
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.orphans import (
-    PrefixMismatchError,
-    execute_orphan_cleanup,
-    plan_orphan_cleanup,
-    remove_orphan_files,
-)
-from airflow_lakeformat.core.iceberg.write import add_files
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import PrefixMismatchError, plan_orphan_cleanup
+from airflow_lakeformat.core.iceberg.maintenance.orphans import execute_orphan_cleanup, remove_orphan_files
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.write.write import add_files
 from airflow_lakeformat.core.maintenance.results import summary
 from tests.iceberg.helpers import write_parquet
 from tests.iceberg.orphan_support import (
@@ -213,7 +209,7 @@ def test_appends_running_during_a_real_cleanup_lose_nothing(tmp_path: Path) -> N
     snapshot still exists afterwards and the rows are all there."""
     import threading
 
-    from airflow_lakeformat.core.iceberg.write import append
+    from airflow_lakeformat.core.iceberg.write.write import append
 
     planted = build_planted(tmp_path)
     stop = threading.Event()
@@ -250,7 +246,7 @@ def test_prefix_mismatch_aborts_and_deletes_nothing(tmp_path: Path) -> None:
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
-    from airflow_lakeformat.core.iceberg.write import append_data_files
+    from airflow_lakeformat.core.iceberg.write.write import append_data_files
 
     planted = build_planted(tmp_path)
     local = write_parquet(planted.root / "data" / "elsewhere.parquet", rows([7], "a", DAY))
@@ -367,7 +363,7 @@ def test_an_external_data_path_is_listed_too(tmp_path: Path) -> None:
     with planted.table.table.transaction() as tx:
         tx.set_properties({"write.data.path": str(external)})
     table = open_path_table(str(planted.root))
-    from airflow_lakeformat.core.iceberg.write import append
+    from airflow_lakeformat.core.iceberg.write.write import append
 
     append(table, rows([500], "c", DAY))
     written = files_under(external)

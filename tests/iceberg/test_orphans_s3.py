@@ -20,17 +20,16 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.typedef import Record
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.orphans import (
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
     DEFAULT_OLDER_THAN,
     PrefixMismatchError,
-    execute_orphan_cleanup,
     plan_orphan_cleanup,
-    remove_orphan_files,
 )
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.maintenance.orphans import execute_orphan_cleanup, remove_orphan_files
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.orphan_support import DAY
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
 from tests.support.seaweedfs import SeaweedFSServer

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat.core.errors import SnapshotNotFoundError, TagNotFoundError
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.live_files import PyIcebergDecoder, live_files
-from airflow_lakeformat.core.iceberg.manifest_decode import FastavroDecoder
-from airflow_lakeformat.core.iceberg.manifests import manifests_document
-from airflow_lakeformat.core.iceberg.snapshots import snapshots_document
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.metadata.live_files import PyIcebergDecoder, live_files
+from airflow_lakeformat.core.iceberg.metadata.manifest_decode import FastavroDecoder
+from airflow_lakeformat.core.iceberg.metadata.manifests import manifests_document
+from airflow_lakeformat.core.iceberg.metadata.snapshots import snapshots_document
 from tests.iceberg import helpers
 from tests.iceberg.scenarios import Scenario, build
 

@@ -7,12 +7,12 @@ import datetime
 import pytest
 
 from airflow_lakeformat.core.formats import detect_format
-from airflow_lakeformat.core.iceberg import write
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.inspect import inspect_document
-from airflow_lakeformat.core.iceberg.snapshots import snapshots_document
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.metadata.inspect import inspect_document
+from airflow_lakeformat.core.iceberg.metadata.snapshots import snapshots_document
+from airflow_lakeformat.core.iceberg.write import write
 from airflow_lakeformat.core.io import FileIO
 from tests.iceberg.helpers import document_files, pyiceberg_files
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows

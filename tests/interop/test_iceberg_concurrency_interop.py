@@ -45,12 +45,12 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.commit import RetryPolicy
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.hadoop_catalog import HadoopLayoutCatalog
-from airflow_lakeformat.core.iceberg.manifest_compaction import compact_manifests
-from airflow_lakeformat.core.iceberg.write import append
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
+from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy
+from airflow_lakeformat.core.iceberg.write.write import append
 from tests.support.java_iceberg import (
     JDBC_CATALOG,
     BackgroundOracle,

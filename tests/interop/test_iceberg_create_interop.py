@@ -27,7 +27,7 @@ import pytest
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.table import Table as PyIcebergTable
 
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
 from tests.support.java_iceberg import JDBC_CATALOG, run_oracle_batch
 from tests.unit.test_cli import run
 

@@ -25,10 +25,10 @@ from typing import Any
 import pytest
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
-from airflow_lakeformat.core.iceberg.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.expiry import expire_snapshots
-from airflow_lakeformat.core.iceberg.expiry_files import to_fs_path
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots
+from airflow_lakeformat.core.iceberg.maintenance.expiry_files import to_fs_path
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from tests.support.java_iceberg import (
     HADOOP_CATALOG,
     JDBC_CATALOG,
@@ -270,7 +270,7 @@ def test_v3_dry_run_lists_what_java_would_delete(java_iceberg_warehouse: JavaIce
         assert ours_paths  # the comparison is not between two empty sets
         # The deletion-vector Puffin files live at the head (one per DELETE/UPDATE, each still holding live
         # DVs) are read as content files and kept.
-        from airflow_lakeformat.core.iceberg.live_files import live_files
+        from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 
         head = live_files(ours, ours.snapshot())
         puffins = {

@@ -24,10 +24,11 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table, wrap_table
-from airflow_lakeformat.core.iceberg.location import LocationNormaliser
-from airflow_lakeformat.core.iceberg.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table, wrap_table
+from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import DEFAULT_OLDER_THAN
+from airflow_lakeformat.core.iceberg.maintenance.orphans import remove_orphan_files
+from airflow_lakeformat.core.iceberg.metadata.location import LocationNormaliser
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from tests.support.java_iceberg import JavaIcebergWarehouse, pyiceberg_sql_catalog
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]

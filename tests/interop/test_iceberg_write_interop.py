@@ -55,8 +55,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.table import IcebergTable
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from tests.support.java_iceberg import JDBC_CATALOG, JavaIcebergWarehouse
 from tests.unit.test_cli import run
 
@@ -163,7 +163,7 @@ def append_with_data_files(table_path: str, rows: list[dict[str, Any]]) -> int:
     from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
     from pyiceberg.table import WriteTask
 
-    from airflow_lakeformat.core.iceberg.write import append_data_files
+    from airflow_lakeformat.core.iceberg.write.write import append_data_files
 
     table = open_path_table(table_path)
     metadata = table.metadata
@@ -241,7 +241,7 @@ def lower_min_count_and_branch(table_path: str) -> int:
     from pyiceberg.table.refs import SnapshotRefType
     from pyiceberg.table.update import AssertRefSnapshotId, SetSnapshotRefUpdate
 
-    from airflow_lakeformat.core.iceberg.commit import commit_with_retry
+    from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 
     table = open_path_table(table_path)
     head = table.metadata.current_snapshot_id

@@ -1,6 +1,6 @@
 """The ``expire_snapshots`` Spark job on Iceberg tables, through a real ``spark-submit`` (local[2]).
 
-Dry runs are compared with the in-process operation (``core/iceberg/expiry.py``) on the same table; real runs
+Dry runs are compared with the in-process operation (``core/iceberg/maintenance/expiry.py``) on the same table; real runs
 with the in-process run on a table with the same history built alongside: the same files by kind, the same
 snapshots and refs left, every remaining file intact, nothing else left.
 """
@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.expiry import expire_snapshots
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.spark.deleting import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.jobs import expire_snapshots as expire_job
 from tests.iceberg import expiry_support as support

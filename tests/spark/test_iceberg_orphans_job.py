@@ -1,6 +1,6 @@
 """The ``remove_orphan_files`` Spark job on Iceberg tables, through a real ``spark-submit`` (local[2]).
 
-Every run is compared with the in-process operation (``core/iceberg/orphans.py``): on the same table for dry
+Every run is compared with the in-process operation (``core/iceberg/maintenance/orphans.py``): on the same table for dry
 runs, and on an identical table built alongside (same history, planted files, ages) for real runs, whose
 remaining files must match, path for path relative to the table root.
 """
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from airflow_lakeformat.core.iceberg.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.files import files_document
-from airflow_lakeformat.core.iceberg.orphans import remove_orphan_files
+from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.orphans import remove_orphan_files
+from airflow_lakeformat.core.iceberg.metadata.files import files_document
 from airflow_lakeformat.spark.deleting import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.jobs import remove_orphan_files as orphan_job
 from tests.iceberg.orphan_support import build_planted, files_under

@@ -322,7 +322,7 @@ def paimon_write_cases(rec: Recorder, tmp: Path) -> None:
 
 def iceberg_cases(rec: Recorder, tmp: Path) -> None:
     """A Hadoop-layout Iceberg table made by ``create-table`` and two ``write``s, tagged with pyiceberg."""
-    from airflow_lakeformat.core.iceberg.catalog import open_path_table
+    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 
     root = tmp / "iceberg"
     rec.values.update(T=str(root), TAG="t1")

@@ -27,9 +27,10 @@ import pytest
 
 from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
-from airflow_lakeformat.core.iceberg import reach_split, reachability, write
-from airflow_lakeformat.core.iceberg.orphans import plan_orphan_cleanup
-from airflow_lakeformat.core.iceberg.reachability import ReachabilityReader, reachable_files
+from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import plan_orphan_cleanup
+from airflow_lakeformat.core.iceberg.reach import reach_split, reachability
+from airflow_lakeformat.core.iceberg.reach.reachability import ReachabilityReader, reachable_files
+from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.scenarios import build, create_table, rows
 
 PARENT = os.getpid()
@@ -353,14 +354,15 @@ def test_a_split_listing_is_the_one_process_listing(
 ) -> None:
     """Both processes take directories from one queue (this one after its alongside work); when the child
     dies after a directory, this process lists all it did not take; with a helper open, halves."""
-    from airflow_lakeformat.core.iceberg import orphan_listing
-    from airflow_lakeformat.core.iceberg.orphan_listing import HiddenFilter, list_local_names
+    from airflow_lakeformat.core.iceberg.maintenance import orphan_local
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_listing import HiddenFilter
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_local import list_local_names
 
     _tree(tmp_path)
     ran: list[int] = []
     alongside = case == "queue-and-alongside"
     if case == "child-dies":
-        real_list_trees = orphan_listing._list_trees
+        real_list_trees = orphan_local._list_trees
 
         def dying(roots: Any, hidden: Any, listing: Any) -> Any:
             found = real_list_trees(roots, hidden, listing)
@@ -368,7 +370,7 @@ def test_a_split_listing_is_the_one_process_listing(
                 os._exit(3)
             return found
 
-        monkeypatch.setattr(orphan_listing, "_list_trees", dying)
+        monkeypatch.setattr(orphan_local, "_list_trees", dying)
     with forked.helper() if case == "halves-in-a-helper" else contextlib.nullcontext():
         split = list_local_names(
             [str(tmp_path)],
@@ -385,7 +387,7 @@ def test_a_split_listing_is_the_one_process_listing(
 def test_the_manifest_decoder_is_warmed_only_for_many_manifests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from airflow_lakeformat.core.iceberg import reach_decode
+    from airflow_lakeformat.core.iceberg.reach import reach_decode
 
     table = _fast_append_chain(tmp_path, 3)
     monkeypatch.setattr(reach_decode.MANIFEST_PLANS, "_cache", {})

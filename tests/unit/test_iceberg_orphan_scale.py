@@ -27,16 +27,18 @@ import pytest
 
 from airflow_lakeformat.core import avro_blocks, forked
 from airflow_lakeformat.core.errors import CorruptMetadataError
-from airflow_lakeformat.core.iceberg import orphan_listing, reach_decode, reach_frames
-from airflow_lakeformat.core.iceberg.location import FileURI, LocationNormaliser, ValidLocations
-from airflow_lakeformat.core.iceberg.orphan_listing import HiddenFilter, list_local_names, resolve_local_names
-from airflow_lakeformat.core.iceberg.reach_decode import (
+from airflow_lakeformat.core.iceberg.maintenance import orphan_local
+from airflow_lakeformat.core.iceberg.maintenance.orphan_listing import HiddenFilter
+from airflow_lakeformat.core.iceberg.maintenance.orphan_local import list_local_names, resolve_local_names
+from airflow_lakeformat.core.iceberg.metadata.location import FileURI, LocationNormaliser, ValidLocations
+from airflow_lakeformat.core.iceberg.reach import reach_decode, reach_frames
+from airflow_lakeformat.core.iceberg.reach.reach_decode import (
     decode_manifest_list,
     decode_manifest_live_paths,
     reference_decode_manifest_list,
     reference_decode_manifest_paths,
 )
-from airflow_lakeformat.core.iceberg.reach_lists import decode_manifest_list_shared
+from airflow_lakeformat.core.iceberg.reach.reach_lists import decode_manifest_list_shared
 from tests.unit.test_iceberg_reach_decode import (
     CODECS,
     MANIFEST_SCHEMA,
@@ -324,7 +326,7 @@ def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(
     forks: list[int] = []
     if split:  # every age read is split, the first half read in a forked child
         real_fork = os.fork
-        monkeypatch.setattr(orphan_listing, "FORKED_LSTAT_MIN", 1)
+        monkeypatch.setattr(orphan_local, "FORKED_LSTAT_MIN", 1)
         monkeypatch.setattr(forked, "fork_allowed", lambda: True)
         monkeypatch.setattr(os, "fork", lambda: forks.append(1) or real_fork())
     root = tmp_path / "t"
@@ -364,7 +366,7 @@ def test_the_name_listing_reads_ages_only_of_files_the_valid_set_lacks(
 
 
 def test_shared_list_decoding_reaches_what_each_snapshot_reaches_alone(tmp_path: Path) -> None:
-    from airflow_lakeformat.core.iceberg.reachability import ReachabilityReader, reachable_files
+    from airflow_lakeformat.core.iceberg.reach.reachability import ReachabilityReader, reachable_files
     from tests.iceberg.scenarios import build
 
     scenario = build("hadoop", 2, tmp_path)
@@ -386,7 +388,7 @@ def test_shared_list_decoding_reaches_what_each_snapshot_reaches_alone(tmp_path:
 def test_the_kind_of_an_orphan_is_its_directorys_unless_under_metadata() -> None:
     """``classify`` takes an orphan's kind from its directory (once per directory) except under the
     metadata directory, where the name decides: the same kinds as ``kind_of`` path by path."""
-    from airflow_lakeformat.core.iceberg.orphans import _kind_of_directory, kind_of
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import _kind_of_directory, kind_of
 
     metadata_dir, data_dirs = "/wh/t/metadata", ("/wh/t/data", "/wh/elsewhere/data/")
     paths = [

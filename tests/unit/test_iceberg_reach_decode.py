@@ -1,6 +1,6 @@
 """The scanned decode of Iceberg manifest lists and manifests equals fastavro's, on every kind of file.
 
-``core/iceberg/reach_decode.py`` reads what reachability needs with the regex scanner and leaves what the
+``core/iceberg/reach/reach_decode.py`` reads what reachability needs with the regex scanner and leaves what the
 pattern does not express to fastavro. These tests compare it with the reference decode (fastavro over the
 whole file) and with the records written: on files pyiceberg and this package write (the scenario tables,
 format v1 and v2), and on generated Java-shaped files with every codec, column statistics of up to 40
@@ -19,8 +19,8 @@ import fastavro
 import pytest
 
 from airflow_lakeformat.core.errors import CorruptMetadataError
-from airflow_lakeformat.core.iceberg import reach_decode
-from airflow_lakeformat.core.iceberg.reach_decode import (
+from airflow_lakeformat.core.iceberg.reach import reach_decode
+from airflow_lakeformat.core.iceberg.reach.reach_decode import (
     ContentRef,
     ManifestRef,
     decode_manifest_list,

@@ -33,7 +33,7 @@ ALLOWED = {
     "spark/locate.py",
     # avro_guard's FileIO wrapper must implement FileIO.delete: it hands pyiceberg's removal of its own
     # uncommitted manifests and manifest lists (a failed commit attempt) to the wrapped FileIO, as before
-    "core/iceberg/avro_guard.py",
+    "core/iceberg/metadata/avro_guard.py",
 }
 
 

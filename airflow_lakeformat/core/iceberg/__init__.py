@@ -1,23 +1,23 @@
-"""Apache Iceberg support of the core: open, read and commit Iceberg tables through pyiceberg 0.12.
+"""Apache Iceberg support of the core: open, read, write and maintain Iceberg tables through pyiceberg 0.12.
 
 Imports neither airflow, pyspark nor the Paimon modules of the core; only the format-neutral
-``core.io``, ``core.errors`` and ``core.progress``. Modules, one concept each:
+``core.io``, ``core.errors``, ``core.progress`` and their kin. The modules live in rooms, one job each;
+a room imports only rooms below it (an import-linter ``layers`` contract in ``pyproject.toml`` checks it):
 
-* ``catalog``: open a table (catalog, Hadoop-layout path, ``*.metadata.json``), ``detect_format``;
-* ``hadoop_catalog``: the committable pyiceberg ``Catalog`` for Hadoop-layout path tables;
-* ``metadata_files``: metadata JSON decode/encode, Hadoop version files and hint;
-* ``table``: the ``IcebergTable`` wrapper; ``fileio``: storage options <-> pyiceberg FileIO properties;
-* ``manifests``, ``live_files``, ``manifest_decode``, ``partition_values``: reading manifests;
-* ``snapshots``, ``files``, ``inspect``, ``split_offsets``: the JSON documents;
-* ``commit`` (the retry loop) and ``write`` (append, add_files);
-* ``table_definition`` (a new table's schema, partition spec and properties, checked) and ``create``
-  (create it in a catalog or at a Hadoop-layout path);
-* ``manifest_compaction`` (plan, commit a ``replace`` snapshot), ``manifest_rewrite`` (full: Java's
-  ``RewriteManifests``), ``manifest_merge`` (minor: ``ManifestMergeManager``), ``manifest_writer``;
-* ``orphans`` (Java's ``DeleteOrphanFilesSparkAction``: plan, execute, audit report), ``orphan_listing``
-  (roots, ``<root>/`` boundary, hidden paths), ``orphan_valid`` (the valid set), ``location`` (Java's
-  ``FileURI`` normalisation).
+* ``maintenance/``: snapshot expiry, orphan-file cleanup, manifest compaction (and, later, data
+  compaction);
+* ``write/``: appending data, registering files, the one commit retry loop, writing manifests;
+* ``reach/``: the files a set of snapshots reaches (manifest lists, manifests, content and statistics
+  files), read fast; what expiry and orphan cleanup build on;
+* ``catalog/``: opening a table (catalog, Hadoop-layout path, ``*.metadata.json``), the Hadoop-layout
+  catalog, creating a table from its definition;
+* ``metadata/``: the ``IcebergTable`` handle, metadata JSON files, fetching and decoding manifest lists
+  and manifests, live files, and the JSON documents (snapshots, files, manifests, inspect).
 
-Submodules are imported on use (``from airflow_lakeformat.core.iceberg.catalog import open_table``), so
-importing the package loads nothing heavy.
+``catalog``, ``reach`` and ``write`` are independent of one another. ``errors`` (the Iceberg-specific
+errors and format-version limits) sits beside the rooms and is imported by any of them.
+
+Submodules are imported on use (``from airflow_lakeformat.core.iceberg.catalog.catalog import
+open_table``); the package and every room's ``__init__`` import nothing, so importing them loads nothing
+heavy.
 """

@@ -70,7 +70,7 @@ def _duration(text: str) -> timedelta | str:
     try:
         return parse_duration(text)
     except ValueError as exc:
-        from airflow_lakeformat.core.iceberg.expiry_rules import parse_older_than
+        from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import parse_older_than
 
         try:
             parse_older_than(text, 0)
