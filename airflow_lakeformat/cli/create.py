@@ -2,7 +2,7 @@
 
 The format: ``--format iceberg``, or a catalog (``--catalog NAME``, ``--catalog-property KEY=VALUE``, which
 imply Iceberg as they do for every other command), makes an Iceberg table: ``namespace.table`` in the
-catalog, else a Hadoop-layout table at the path (``core/iceberg/create.py``). Otherwise a Paimon table at
+catalog, else a Hadoop-layout table at the path (``core/iceberg/catalog/create.py``). Otherwise a Paimon table at
 the path (``core/paimon/create.py``); ``--format paimon`` with a catalog flag is refused.
 
 Everything given is read and checked before anything is created (flags, ``--option`` pairs, the schema
@@ -10,7 +10,7 @@ file, partition and key columns, the types' Iceberg mapping, the name against it
 is one ``lakeformat: error: ...`` line (exit 2 for a usage mistake, the typed codes otherwise) and no
 directory, catalog row or namespace. The schema file is read here, by the Paimon-style field parser
 (:func:`load_fields`), and reaches the Iceberg core as plain
-:class:`~airflow_lakeformat.core.iceberg.table_definition.SqlColumn` values: ``core/iceberg`` never sees
+:class:`~airflow_lakeformat.core.iceberg.catalog.table_definition.SqlColumn` values: ``core/iceberg`` never sees
 a Paimon type.
 """
 

@@ -148,7 +148,7 @@ def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
 
 
 def remove_orphans(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
-    """``remove-orphans``: Java's ``remove_orphan_files`` rules, stricter (``core/iceberg/orphans.py``)."""
+    """``remove-orphans``: Java's ``remove_orphan_files`` rules, stricter (``core/iceberg/maintenance/orphans.py``)."""
     from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
         DEFAULT_OLDER_THAN,
         DEFAULT_SAMPLE_LIMIT,
@@ -181,7 +181,7 @@ _EXPIRE_PAIMON_ONLY = ("retain_max", "max_deletes")
 
 def expire(table: IcebergTable, args: argparse.Namespace, out: TextIO) -> None:
     """``expire``: Java's ``expire_snapshots`` rules, deleting the files only expired snapshots reached
-    (``core/iceberg/expiry.py``)."""
+    (``core/iceberg/maintenance/expiry.py``)."""
     from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots
 
     given = [
