@@ -46,12 +46,13 @@ step "setup_iceberg_oracle" bash scripts/setup_iceberg_oracle.sh
 # Every test, all markers, nothing deselected, in two pytest processes at once: the suite spends much
 # of its time waiting on subprocesses (JVMs, Airflow, pypaimon), so one process leaves a core idle; on
 # a slow 2-core machine one process took 79 min of CI's 90. The streams are balanced by measured time
-# (scripts/test_times.py; 2026-11-28: airflow 20 min, spark 12, interop 9, stateful 2.5, s3 2, commit 1.3):
-# stream A: tests/airflow, tests/stateful, tests/s3, tests/commit; stream B: every other directory (a new
-# one lands there), the Spark jobs and the interop tests among them. Each stream's output is printed whole when
+# (scripts/test_times.py; on 2026-11-28, minutes of each directory with both streams busy: airflow 21.6,
+# spark 17.5, interop 11.1, stateful 3.1, iceberg 3.0, s3 2.5, commit 1.2, unit 1.2, maintenance 0.7):
+# stream A: airflow, stateful, s3, commit, unit, maintenance; stream B: every other directory (a new
+# one lands there): spark, interop and iceberg. Each stream's output is printed whole when
 # both are done, then one closing line with the sums. Every test's time is kept in test-results/stream-*.xml
 # (JUnit XML; scripts/test_times.py sums them per file and per stream).
-STREAM_A=(tests/airflow tests/stateful tests/s3 tests/commit)
+STREAM_A=(tests/airflow tests/stateful tests/s3 tests/commit tests/unit tests/maintenance)
 pytest_streams() {
   local log_a log_b pid_a pid_b rc_a rc_b
   log_a="$(mktemp)"; log_b="$(mktemp)"
