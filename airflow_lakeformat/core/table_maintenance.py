@@ -1,0 +1,401 @@
+"""The maintenance half of the facade: ``table.maintenance`` for a Paimon and for an Iceberg table.
+
+``core/tables.py`` opens a table and picks the format once; the table it returns carries one of these
+classes as ``.maintenance``. Each operation has a ``plan_*`` twin that returns the plan as a value and
+changes nothing; the operations that delete (``expire_snapshots``, ``remove_orphan_files``) are dry runs
+unless ``dry_run=False``; the ones that only add files and commit (``compact_manifests``,
+``compact_data``) commit unless ``dry_run=True``, because what they replace stays on disk until an
+expiry deletes it.
+
+Each method loads its format's module when called, so importing this module loads neither format.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from airflow_lakeformat.core.errors import UnsupportedFormatError
+
+if TYPE_CHECKING:
+    from airflow_lakeformat.core.iceberg.maintenance.expiry import IcebergExpiryPlan, IcebergExpiryResult
+    from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import (
+        IcebergManifestCompactionResult,
+    )
+    from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction_plan import ManifestCompactionPlan
+    from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import IcebergOrphanPlan
+    from airflow_lakeformat.core.iceberg.maintenance.orphans import IcebergOrphanResult
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+    from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
+        DataCompactionPlan,
+        DataCompactionResult,
+    )
+    from airflow_lakeformat.core.paimon.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
+    from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import ManifestCompactionResult
+    from airflow_lakeformat.core.paimon.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
+    from airflow_lakeformat.core.paimon.table import Table
+
+ManifestMode = Literal["full", "minor"]
+
+
+class PaimonMaintenance:
+    """Maintenance of one Paimon table: Paimon's own rules (``docs/maintenance.md``), stricter where safe."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def plan_expire_snapshots(
+        self,
+        *,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than: timedelta | None = None,
+        max_deletes: int | None = None,
+    ) -> SnapshotExpiryPlan:
+        """The expiry plan (which snapshots go, which files only they use); deletes nothing.
+
+        Args:
+            retain_min: keep at least this many snapshots (``snapshot.num-retained.min``, 10).
+            retain_max: keep at most this many (``snapshot.num-retained.max``).
+            older_than: expire only snapshots whose successor is older (``snapshot.time-retained``, 1 h).
+            max_deletes: expire at most this many snapshots per run (``snapshot.expire.limit``, 50).
+        """
+        from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
+
+        return plan_snapshot_expiry(
+            self.table,
+            retain_min=retain_min,
+            retain_max=retain_max,
+            older_than=older_than,
+            max_deletes=max_deletes,
+        )
+
+    def expire_snapshots(
+        self,
+        *,
+        dry_run: bool = True,
+        retain_min: int | None = None,
+        retain_max: int | None = None,
+        older_than: timedelta | None = None,
+        max_deletes: int | None = None,
+        plan: SnapshotExpiryPlan | None = None,
+    ) -> SnapshotExpiryResult:
+        """Expire snapshots and delete the files only they used (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, delete nothing (default).
+            retain_min, retain_max, older_than, max_deletes: as for :meth:`plan_expire_snapshots`.
+            plan: carry out this plan instead of planning again; it is re-checked against the table first.
+        """
+        from airflow_lakeformat.core.paimon.maintenance.expiry import execute_snapshot_expiry
+
+        plan = plan or self.plan_expire_snapshots(
+            retain_min=retain_min, retain_max=retain_max, older_than=older_than, max_deletes=max_deletes
+        )
+        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run)
+
+    def plan_remove_orphan_files(
+        self, *, older_than: timedelta | None = None, allow_short_older_than: bool = False
+    ) -> OrphanCleanupPlan:
+        """List candidates older than ``older_than`` (1 day), then the used set; deletes nothing."""
+        from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
+
+        return plan_orphan_cleanup(
+            self.table,
+            older_than=DEFAULT_OLDER_THAN if older_than is None else older_than,
+            allow_short_older_than=allow_short_older_than,
+        )
+
+    def remove_orphan_files(
+        self,
+        *,
+        dry_run: bool = True,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        plan: OrphanCleanupPlan | None = None,
+    ) -> OrphanCleanupResult:
+        """Delete files no snapshot, tag or changelog uses (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, delete nothing (default).
+            older_than: only files older than this are candidates (default 1 day; under 1 hour refused
+                unless ``allow_short_older_than``).
+            allow_short_older_than: accept a short ``older_than`` (only when no writer is running).
+            plan: delete this plan's orphans; every batch is re-checked against the table first.
+        """
+        from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup
+
+        plan = plan or self.plan_remove_orphan_files(
+            older_than=older_than, allow_short_older_than=allow_short_older_than
+        )
+        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run)
+
+    def plan_compact_manifests(self, mode: ManifestMode = "full") -> ManifestCompactionResult:
+        """What a manifest compaction would do: the merge is computed and encoded, nothing is stored."""
+        return self.compact_manifests(mode, dry_run=True)
+
+    def compact_manifests(
+        self, mode: ManifestMode = "full", *, dry_run: bool = False
+    ) -> ManifestCompactionResult:
+        """Merge the latest snapshot's manifests (``full``: Paimon's ``compact_manifest``; ``minor``: the policy).
+
+        Args:
+            mode: ``"full"`` merges everything and drops DELETE entries; ``"minor"`` applies the table's
+                ordinary merge policy.
+            dry_run: report the merge, commit nothing.
+        """
+        from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
+
+        return compact_manifests(self.table, mode, dry_run=dry_run)
+
+    def plan_compact_data(
+        self,
+        *,
+        partitions: Sequence[Mapping[str, str | None]] | None = None,
+        min_file_count: int | None = None,
+        target_file_size: int | None = None,
+    ) -> DataCompactionPlan:
+        """Groups of small files per partition and bucket, bin-packed to the target size; writes nothing."""
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import plan_data_compaction
+
+        return plan_data_compaction(
+            self.table,
+            partitions=partitions,
+            min_file_count=min_file_count,
+            target_file_size=target_file_size,
+        )
+
+    def compact_data(
+        self,
+        *,
+        dry_run: bool = False,
+        partitions: Sequence[Mapping[str, str | None]] | None = None,
+        min_file_count: int | None = None,
+        target_file_size: int | None = None,
+    ) -> DataCompactionResult:
+        """Rewrite small level-0 Parquet files of an append table into target-size files (one COMPACT snapshot).
+
+        Args:
+            dry_run: plan and report, write and commit nothing.
+            partitions: only these partitions, matched by value (``[{"dt": "2024-01-01"}]``).
+            min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
+            target_file_size: bytes per output file (``target-file-size``).
+        """
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
+
+        return compact_data(
+            self.table,
+            dry_run=dry_run,
+            partitions=partitions,
+            min_file_count=min_file_count,
+            target_file_size=target_file_size,
+        )
+
+
+def _retain_last(retain_last: int | None, retain_min: int | None) -> int | None:
+    """Iceberg's ``retain_last`` or its Paimon name ``retain_min`` (the same concept), not two different values."""
+    if retain_last is not None and retain_min is not None and retain_last != retain_min:
+        raise ValueError("retain_last and retain_min are the same setting for Iceberg tables: give one")
+    return retain_last if retain_last is not None else retain_min
+
+
+class IcebergMaintenance:
+    """Maintenance of one Iceberg table.
+
+    Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor);
+    orphan cleanup Java's ``DeleteOrphanFilesSparkAction`` (``core/iceberg/maintenance/orphans.py``), stricter.
+    Expiry follows Java's ``expire_snapshots`` (``core/iceberg/maintenance/expiry.py``) and deletes the files only
+    expired snapshots reached. Data compaction of Iceberg tables is not implemented (pyiceberg 0.12 has
+    no rewrite of data files to build on); calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
+    """
+
+    def __init__(self, table: IcebergTable) -> None:
+        self.table = table
+
+    def _not_yet(self, operation: str) -> UnsupportedFormatError:
+        return UnsupportedFormatError(
+            self.table.name, f"{operation} of Iceberg tables is not implemented yet"
+        )
+
+    def plan_expire_snapshots(
+        self,
+        *,
+        older_than: timedelta | datetime | str | None = None,
+        retain_last: int | None = None,
+        snapshot_ids: Sequence[int] = (),
+        clean_expired_metadata: bool = False,
+        retain_min: int | None = None,
+    ) -> IcebergExpiryPlan:
+        """The expiry plan (snapshots and refs removed, files only they reach by kind); changes nothing.
+
+        Java's ``expire_snapshots`` rules (``core/iceberg/maintenance/expiry.py``); per-ref retention
+        (``max-ref-age-ms``, ``max-snapshot-age-ms``, ``min-snapshots-to-keep``) overrides the arguments.
+
+        Args:
+            older_than: expire snapshots older than this: a ``timedelta`` before now, a ``datetime``, or text
+                (``"5 d"``, ``"2024-05-01T00:00:00Z"``); default ``history.expire.max-snapshot-age-ms`` (5 days).
+            retain_last: keep at least this many ancestors of each branch head
+                (``history.expire.min-snapshots-to-keep``, 1).
+            snapshot_ids: expire these snapshots too (in addition to the age rule, as Java does).
+            clean_expired_metadata: also drop partition specs and schemas no retained snapshot uses.
+            retain_min: the Paimon name of ``retain_last`` (give one of them).
+        """
+        from airflow_lakeformat.core.iceberg.maintenance.expiry import plan_snapshot_expiry
+
+        return plan_snapshot_expiry(
+            self.table,
+            older_than=older_than,
+            retain_last=_retain_last(retain_last, retain_min),
+            snapshot_ids=snapshot_ids,
+            clean_expired_metadata=clean_expired_metadata,
+        )
+
+    def expire_snapshots(
+        self,
+        *,
+        dry_run: bool = True,
+        older_than: timedelta | datetime | str | None = None,
+        retain_last: int | None = None,
+        snapshot_ids: Sequence[int] = (),
+        clean_expired_metadata: bool = False,
+        retain_min: int | None = None,
+        plan: IcebergExpiryPlan | None = None,
+    ) -> IcebergExpiryResult:
+        """Expire snapshots, commit, and delete the files only they reached (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, commit and delete nothing (default).
+            older_than, retain_last, snapshot_ids, clean_expired_metadata, retain_min: as for
+                :meth:`plan_expire_snapshots`.
+            plan: carry out this plan instead of planning again; it is re-checked against the table first.
+
+        Example:
+            >>> table.maintenance.expire_snapshots(older_than="7 d", retain_last=3, dry_run=False).summary()  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.iceberg.maintenance.expiry import execute_snapshot_expiry
+
+        plan = plan or self.plan_expire_snapshots(
+            older_than=older_than,
+            retain_last=retain_last,
+            snapshot_ids=snapshot_ids,
+            clean_expired_metadata=clean_expired_metadata,
+            retain_min=retain_min,
+        )
+        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run)
+
+    def plan_remove_orphan_files(
+        self,
+        *,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        equal_schemes: Mapping[str, str] | None = None,
+        equal_authorities: Mapping[str, str] | None = None,
+        prefix_mismatch: Literal["error", "ignore"] = "error",
+    ) -> IcebergOrphanPlan:
+        """List the files under the table's location(s), then the valid set, then join; deletes nothing.
+
+        Java's ``DeleteOrphanFilesSparkAction`` rules (``core/iceberg/maintenance/orphans.py``): candidates older than
+        ``older_than`` (3 days; under 24 h refused unless ``allow_short_older_than``), paths compared after
+        mapping ``s3a``/``s3n`` to ``s3``, a file valid under another scheme or authority aborts the run.
+        """
+        from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
+            DEFAULT_OLDER_THAN,
+            plan_orphan_cleanup,
+        )
+
+        return plan_orphan_cleanup(
+            self.table,
+            older_than=DEFAULT_OLDER_THAN if older_than is None else older_than,
+            allow_short_older_than=allow_short_older_than,
+            equal_schemes=equal_schemes,
+            equal_authorities=equal_authorities,
+            prefix_mismatch=prefix_mismatch,
+        )
+
+    def remove_orphan_files(
+        self,
+        *,
+        dry_run: bool = True,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        equal_schemes: Mapping[str, str] | None = None,
+        equal_authorities: Mapping[str, str] | None = None,
+        prefix_mismatch: Literal["error", "ignore"] = "error",
+        report: str | None = None,
+        plan: IcebergOrphanPlan | None = None,
+    ) -> IcebergOrphanResult:
+        """Delete files no snapshot of any ref and no metadata file reaches (a dry run unless ``dry_run=False``).
+
+        Args:
+            dry_run: report, delete nothing (default).
+            older_than: only files older than this are candidates (default 3 days, Java's; under 24 hours
+                refused unless ``allow_short_older_than``).
+            allow_short_older_than: accept a short ``older_than`` (only when no writer is running).
+            equal_schemes: extra scheme equivalences over ``{"s3a": "s3", "s3n": "s3"}``.
+            equal_authorities: authority equivalences.
+            prefix_mismatch: ``"error"`` (abort when a listed file is valid under another scheme or
+                authority) or ``"ignore"`` (keep such files).
+            report: write every deleted (or, in a dry run, would-be-deleted) path and why, one JSON line each.
+            plan: delete this plan's orphans; every batch is re-checked against the re-loaded table first.
+
+        Example:
+            >>> open_table("s3://lake/wh/events").maintenance.remove_orphan_files(report="orphans.jsonl")  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.iceberg.maintenance.orphans import execute_orphan_cleanup
+
+        plan = plan or self.plan_remove_orphan_files(
+            older_than=older_than,
+            allow_short_older_than=allow_short_older_than,
+            equal_schemes=equal_schemes,
+            equal_authorities=equal_authorities,
+            prefix_mismatch=prefix_mismatch,
+        )
+        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run, report=report)
+
+    def plan_compact_manifests(
+        self, mode: ManifestMode = "full", *, branch: str = "main", target_size_bytes: int | None = None
+    ) -> ManifestCompactionPlan:
+        """The manifests a compaction would replace and write, per spec; writes and commits nothing."""
+        from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction_plan import (
+            plan_manifest_compaction,
+        )
+
+        return plan_manifest_compaction(self.table, mode, branch=branch, target_size_bytes=target_size_bytes)
+
+    def compact_manifests(
+        self,
+        mode: ManifestMode = "full",
+        *,
+        dry_run: bool = False,
+        branch: str = "main",
+        target_size_bytes: int | None = None,
+        snapshot_properties: Mapping[str, str] | None = None,
+    ) -> IcebergManifestCompactionResult:
+        """Rewrite the branch head's data manifests and commit a ``replace`` snapshot (live files unchanged).
+
+        Args:
+            mode: ``"full"`` clusters every live entry by partition into target-size manifests (Java's
+                ``rewrite_manifests``); ``"minor"`` applies the commit-time merge policy
+                (``commit.manifest.min-count-to-merge``, ``commit.manifest-merge.enabled``).
+            dry_run: compute and encode the new manifests, store and commit nothing.
+            branch: the branch whose head is compacted.
+            target_size_bytes: default ``commit.manifest.target-size-bytes`` (8 MB).
+            snapshot_properties: extra summary properties of the ``replace`` snapshot (e.g. the commit
+                user, ``lakeformat.commit-user``).
+        """
+        from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
+
+        return compact_manifests(
+            self.table,
+            mode,
+            dry_run=dry_run,
+            branch=branch,
+            target_size_bytes=target_size_bytes,
+            snapshot_properties=snapshot_properties,
+        )
+
+    def compact_data(self, **_: Any) -> Any:
+        raise self._not_yet("data compaction")
+
+    plan_compact_data = compact_data
