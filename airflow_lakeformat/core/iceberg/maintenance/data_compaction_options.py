@@ -1,0 +1,211 @@
+"""The options of Iceberg data compaction, with Java's names, defaults and validation.
+
+Follows ``RewriteDataFilesSparkAction.validateAndInitOptions``, ``SizeBasedFileRewritePlanner`` and
+``BinPackRewriteFilePlanner`` of Java Iceberg 1.10.2 (``rewrite_data_files``; apache/iceberg #12493 introduced the
+planner classes). The target size comes from the option, else the table property
+``write.target-file-size-bytes``, else 512 MiB; the minimum and maximum file sizes default to 75% and 180% of the
+target. An option Java does not know is refused as Java refuses it ("Cannot use options [...]"), so a typo never
+silently falls back to a default.
+
+Example:
+    >>> opts = CompactionOptions.from_options({"min-input-files": "2"}, {"write.target-file-size-bytes": "1000"})
+    >>> (opts.target_file_size_bytes, opts.min_file_size_bytes, opts.max_file_size_bytes, opts.min_input_files)
+    (1000, 750, 1800, 2)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from airflow_lakeformat.core.errors import UsageError
+
+TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+DEFAULT_TARGET_FILE_SIZE = 536_870_912  # 512 MiB, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+MIN_FILE_SIZE_RATIO = 0.75
+MAX_FILE_SIZE_RATIO = 1.80
+DEFAULT_MIN_INPUT_FILES = 5
+DEFAULT_MAX_FILE_GROUP_SIZE = 107_374_182_400  # 100 GiB
+DEFAULT_DELETE_FILE_THRESHOLD = 2_147_483_647  # Integer.MAX_VALUE: off
+DEFAULT_DELETE_RATIO_THRESHOLD = 0.3
+
+JobOrder = Literal["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"]
+JOB_ORDERS: tuple[str, ...] = ("none", "bytes-asc", "bytes-desc", "files-asc", "files-desc")
+
+KNOWN_OPTIONS = frozenset(
+    {
+        "target-file-size-bytes",
+        "min-file-size-bytes",
+        "max-file-size-bytes",
+        "min-input-files",
+        "rewrite-all",
+        "max-file-group-size-bytes",
+        "delete-file-threshold",
+        "delete-ratio-threshold",
+        "max-files-to-rewrite",
+        "rewrite-job-order",
+        "partial-progress.enabled",
+        "partial-progress.max-commits",
+        "use-starting-sequence-number",
+        "remove-dangling-deletes",
+    }
+)
+
+
+def _integer(options: Mapping[str, str], key: str, default: int | None) -> int | None:
+    text = options.get(key)
+    if text is None:
+        return default
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise UsageError(f"option {key} must be an integer, not {text!r}") from None
+
+
+def _boolean(options: Mapping[str, str], key: str, default: bool) -> bool:
+    text = options.get(key)
+    if text is None:
+        return default
+    value = str(text).strip().lower()
+    if value not in ("true", "false"):
+        raise UsageError(f"option {key} must be true or false, not {text!r}")
+    return value == "true"
+
+
+def _ratio(options: Mapping[str, str], key: str, default: float) -> float:
+    text = options.get(key)
+    if text is None:
+        return default
+    try:
+        return float(str(text).strip())
+    except ValueError:
+        raise UsageError(f"option {key} must be a number, not {text!r}") from None
+
+
+def _require(condition: bool, message: str) -> None:
+    if not condition:
+        raise UsageError(message)
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    """What the planner and the commit read; every field is Java's option of the same (kebab-case) name."""
+
+    target_file_size_bytes: int = DEFAULT_TARGET_FILE_SIZE
+    min_file_size_bytes: int = int(DEFAULT_TARGET_FILE_SIZE * MIN_FILE_SIZE_RATIO)
+    max_file_size_bytes: int = int(DEFAULT_TARGET_FILE_SIZE * MAX_FILE_SIZE_RATIO)
+    min_input_files: int = DEFAULT_MIN_INPUT_FILES
+    rewrite_all: bool = False
+    max_file_group_size_bytes: int = DEFAULT_MAX_FILE_GROUP_SIZE
+    delete_file_threshold: int = DEFAULT_DELETE_FILE_THRESHOLD
+    delete_ratio_threshold: float = DEFAULT_DELETE_RATIO_THRESHOLD
+    max_files_to_rewrite: int | None = None
+    rewrite_job_order: JobOrder = "none"
+    partial_progress_enabled: bool = False
+    partial_progress_max_commits: int = 10
+    use_starting_sequence_number: bool = True
+    remove_dangling_deletes: bool = False
+
+    @property
+    def write_max_file_size(self) -> int:
+        """Where one output file rolls over: halfway between target and maximum (1.4 x target by default)."""
+        target = self.target_file_size_bytes
+        return int(target + (self.max_file_size_bytes - target) * 0.5)
+
+    @classmethod
+    def from_options(
+        cls, options: Mapping[str, str] | None = None, table_properties: Mapping[str, str] | None = None
+    ) -> CompactionOptions:
+        """Java's options (text values, as the procedure's ``options => map(...)`` takes them), validated.
+
+        Args:
+            options: option name to value, e.g. ``{"min-input-files": "2", "rewrite-all": "true"}``.
+            table_properties: the table's properties (``write.target-file-size-bytes`` is read from them).
+
+        Raises:
+            UsageError: an unknown option, or a value Java would refuse (named, with the rule).
+        """
+        options = dict(options or {})
+        unknown = sorted(set(options) - KNOWN_OPTIONS)
+        _require(not unknown, f"Cannot use options {unknown}, they are not supported by data compaction")
+        table_target = _integer(
+            dict(table_properties or {}), TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE
+        )
+        target = _integer(options, "target-file-size-bytes", table_target)
+        assert target is not None
+        _require(target > 0, f"target-file-size-bytes must be > 0, not {target}")
+        minimum = _integer(options, "min-file-size-bytes", int(target * MIN_FILE_SIZE_RATIO))
+        maximum = _integer(options, "max-file-size-bytes", int(target * MAX_FILE_SIZE_RATIO))
+        assert minimum is not None and maximum is not None
+        _require(minimum >= 0, f"min-file-size-bytes must be >= 0, not {minimum}")
+        _require(
+            minimum < target, f"min-file-size-bytes ({minimum}) must be < target-file-size-bytes ({target})"
+        )
+        _require(
+            maximum > target, f"max-file-size-bytes ({maximum}) must be > target-file-size-bytes ({target})"
+        )
+        return cls(
+            target_file_size_bytes=target,
+            min_file_size_bytes=minimum,
+            max_file_size_bytes=maximum,
+            **_planner_fields(options),
+            **_commit_fields(options),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The options as Java names them."""
+        return {
+            "target-file-size-bytes": self.target_file_size_bytes,
+            "min-file-size-bytes": self.min_file_size_bytes,
+            "max-file-size-bytes": self.max_file_size_bytes,
+            "min-input-files": self.min_input_files,
+            "rewrite-all": self.rewrite_all,
+            "max-file-group-size-bytes": self.max_file_group_size_bytes,
+            "delete-file-threshold": self.delete_file_threshold,
+            "delete-ratio-threshold": self.delete_ratio_threshold,
+            "max-files-to-rewrite": self.max_files_to_rewrite,
+            "rewrite-job-order": self.rewrite_job_order,
+            "partial-progress.enabled": self.partial_progress_enabled,
+            "partial-progress.max-commits": self.partial_progress_max_commits,
+            "use-starting-sequence-number": self.use_starting_sequence_number,
+            "remove-dangling-deletes": self.remove_dangling_deletes,
+        }
+
+
+def _planner_fields(options: Mapping[str, str]) -> dict[str, Any]:
+    min_input = _integer(options, "min-input-files", DEFAULT_MIN_INPUT_FILES)
+    group_size = _integer(options, "max-file-group-size-bytes", DEFAULT_MAX_FILE_GROUP_SIZE)
+    delete_files = _integer(options, "delete-file-threshold", DEFAULT_DELETE_FILE_THRESHOLD)
+    delete_ratio = _ratio(options, "delete-ratio-threshold", DEFAULT_DELETE_RATIO_THRESHOLD)
+    max_files = _integer(options, "max-files-to-rewrite", None)
+    order = str(options.get("rewrite-job-order", "none")).strip().lower()
+    assert min_input is not None and group_size is not None and delete_files is not None
+    _require(min_input > 0, f"min-input-files must be > 0, not {min_input}")
+    _require(group_size > 0, f"max-file-group-size-bytes must be > 0, not {group_size}")
+    _require(delete_files >= 0, f"delete-file-threshold must be >= 0, not {delete_files}")
+    _require(0 < delete_ratio <= 1, f"delete-ratio-threshold must be in (0, 1], not {delete_ratio}")
+    _require(max_files is None or max_files > 0, f"max-files-to-rewrite must be > 0, not {max_files}")
+    _require(order in JOB_ORDERS, f"rewrite-job-order must be one of {', '.join(JOB_ORDERS)}, not {order!r}")
+    return {
+        "min_input_files": min_input,
+        "rewrite_all": _boolean(options, "rewrite-all", False),
+        "max_file_group_size_bytes": group_size,
+        "delete_file_threshold": delete_files,
+        "delete_ratio_threshold": delete_ratio,
+        "max_files_to_rewrite": max_files,
+        "rewrite_job_order": order,
+    }
+
+
+def _commit_fields(options: Mapping[str, str]) -> dict[str, Any]:
+    enabled = _boolean(options, "partial-progress.enabled", False)
+    commits = _integer(options, "partial-progress.max-commits", 10)
+    assert commits is not None
+    _require(not enabled or commits > 0, f"partial-progress.max-commits must be > 0, not {commits}")
+    return {
+        "partial_progress_enabled": enabled,
+        "partial_progress_max_commits": commits,
+        "use_starting_sequence_number": _boolean(options, "use-starting-sequence-number", True),
+        "remove_dangling_deletes": _boolean(options, "remove-dangling-deletes", False),
+    }

@@ -1,0 +1,204 @@
+"""Iceberg data compaction's planner and options, on values, against Java 1.10.2's documented behaviour.
+
+The numbers are those of Java's ``SizeBasedFileRewritePlanner``/``BinPackRewriteFilePlanner`` (the worked table
+in the project's data-compaction reference, observed on the Java oracle): sizing of a group, file and group
+selection, the old-spec collision, next-fit packing, ``max-files-to-rewrite`` and the job order.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_lakeformat.core.errors import UsageError
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import (
+    AttachedDelete,
+    CompactionCandidate,
+    bin_pack,
+    expected_output_files,
+    input_split_size,
+    plan_file_groups,
+)
+
+MIB = 1024 * 1024
+DEFAULTS = CompactionOptions()
+
+
+def small(name: str, partition: tuple = ("a",), size: int = 100, spec: int = 0, **kw) -> CompactionCandidate:
+    return CompactionCandidate(name, spec, partition, size, kw.pop("records", 10), **kw)
+
+
+def test_defaults_are_javas() -> None:
+    assert DEFAULTS.target_file_size_bytes == 536870912
+    assert DEFAULTS.min_file_size_bytes == 402653184
+    assert DEFAULTS.max_file_size_bytes == 966367641
+    assert DEFAULTS.write_max_file_size == 751619276
+    assert DEFAULTS.min_input_files == 5
+    assert DEFAULTS.delete_ratio_threshold == 0.3
+
+
+@pytest.mark.parametrize(
+    ("group_mib", "files", "split"),
+    [
+        (100, 1, 512 * MIB),
+        (560, 1, 560 * MIB + 5120),
+        (600, 2, 512 * MIB),
+        (1100, 2, 550 * MIB + 5120),
+        (1300, 3, 512 * MIB),
+        (10340, 20, 517 * MIB + 5120),
+    ],
+)
+def test_group_sizing_matches_javas_worked_values(group_mib: int, files: int, split: int) -> None:
+    assert expected_output_files(group_mib * MIB, DEFAULTS) == files
+    assert input_split_size(group_mib * MIB, DEFAULTS) == split
+
+
+def test_target_size_comes_from_the_option_then_the_table_property() -> None:
+    from_table = CompactionOptions.from_options({}, {"write.target-file-size-bytes": "1000"})
+    assert (from_table.target_file_size_bytes, from_table.min_file_size_bytes) == (1000, 750)
+    from_option = CompactionOptions.from_options(
+        {"target-file-size-bytes": "2000"}, {"write.target-file-size-bytes": "1000"}
+    )
+    assert (from_option.target_file_size_bytes, from_option.max_file_size_bytes) == (2000, 3600)
+
+
+@pytest.mark.parametrize(
+    ("options", "fragment"),
+    [
+        ({"min-input-file": "2"}, "Cannot use options ['min-input-file']"),
+        ({"min-input-files": "0"}, "min-input-files must be > 0"),
+        ({"min-file-size-bytes": "600", "target-file-size-bytes": "500"}, "must be < target"),
+        ({"max-file-size-bytes": "400", "target-file-size-bytes": "500"}, "must be > target"),
+        ({"delete-ratio-threshold": "0"}, "delete-ratio-threshold must be in (0, 1]"),
+        ({"rewrite-job-order": "random"}, "rewrite-job-order must be one of"),
+        ({"rewrite-all": "yes"}, "rewrite-all must be true or false"),
+        ({"max-files-to-rewrite": "x"}, "max-files-to-rewrite must be an integer"),
+    ],
+)
+def test_options_java_refuses_are_refused_typed(options: dict, fragment: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        CompactionOptions.from_options(options)
+    assert fragment in str(caught.value)
+
+
+def test_a_lone_small_file_is_never_rewritten_and_five_are() -> None:
+    assert plan_file_groups([small("f0")], current_spec_id=0, options=DEFAULTS) == []
+    four = [small(f"f{i}") for i in range(4)]
+    assert plan_file_groups(four, current_spec_id=0, options=DEFAULTS) == []
+    groups = plan_file_groups([*four, small("f4")], current_spec_id=0, options=DEFAULTS)
+    assert [g.to_json()["paths"] for g in groups] == [["f0", "f1", "f2", "f3", "f4"]]
+    assert groups[0].reasons == {"too-small": 5}
+
+
+def test_groups_never_mix_partitions_and_well_sized_files_stay() -> None:
+    options = CompactionOptions.from_options({"target-file-size-bytes": "1000", "min-input-files": "2"})
+    files = [
+        small("a1", ("a",)),
+        small("b1", ("b",)),
+        small("a2", ("a",)),
+        small("a-good", ("a",), size=1000),  # inside [750, 1800]: not a candidate
+        small("b2", ("b",)),
+    ]
+    groups = plan_file_groups(files, current_spec_id=0, options=options)
+    assert [(g.partition, [f.path for f in g.files]) for g in groups] == [
+        (("a",), ["a1", "a2"]),
+        (("b",), ["b1", "b2"]),
+    ]
+
+
+def test_old_spec_files_join_the_all_null_partition_of_the_current_spec() -> None:
+    options = CompactionOptions.from_options({"target-file-size-bytes": "1000", "min-input-files": "2"})
+    files = [
+        small("old1", (), spec=0),
+        small("old2", (), spec=0),
+        small("null1", (None,), spec=1),
+        small("null2", (None,), spec=1),
+        small("seven1", (7,), spec=1),
+        small("seven2", (7,), spec=1),
+    ]
+    groups = plan_file_groups(files, current_spec_id=1, options=options)
+    assert sorted([f.path for f in g.files] for g in groups) == [
+        ["old1", "old2", "null1", "null2"],
+        ["seven1", "seven2"],
+    ]
+
+
+def test_next_fit_packing_closes_a_bin_that_the_next_file_overflows() -> None:
+    files = [small(n, size=s) for n, s in (("a", 60), ("b", 50), ("c", 40), ("d", 200))]
+    assert [[f.path for f in b] for b in bin_pack(files, 100)] == [["a"], ["b", "c"], ["d"]]
+
+
+def test_a_single_oversized_file_is_split() -> None:
+    options = CompactionOptions.from_options({"target-file-size-bytes": "1000"})
+    groups = plan_file_groups([small("big", size=5000)], current_spec_id=0, options=options)
+    assert len(groups) == 1 and groups[0].reasons == {"too-large": 1}
+    assert groups[0].expected_output_files == 5
+
+
+def test_deletes_select_a_single_file_by_count_or_by_ratio() -> None:
+    options = CompactionOptions.from_options({"target-file-size-bytes": "1000", "delete-file-threshold": "2"})
+    pos = AttachedDelete("d1", "position", 1, file_scoped=True)
+    eq = AttachedDelete("d2", "equality", 50, file_scoped=False)
+    good = {"size": 1000, "records": 100}
+    one_delete = small("one", deletes=(pos,), **good)
+    two_deletes = small("two", deletes=(pos, eq), **good)
+    assert plan_file_groups([one_delete], current_spec_id=0, options=options) == []
+    groups = plan_file_groups([two_deletes], current_spec_id=0, options=options)
+    assert groups[0].reasons == {"too-many-deletes": 1} and groups[0].delete_files == ("d1", "d2")
+    heavy = AttachedDelete("d3", "position", 30, file_scoped=True)
+    ratio = plan_file_groups([small("r", deletes=(heavy,), **good)], current_spec_id=0, options=DEFAULTS)
+    # a lone small file is rewritten only because its deletes are worth purging (the group filter's last rule)
+    assert [g.reasons for g in ratio] == [{"too-small": 1}]
+    by_ratio = plan_file_groups(
+        [small("r", deletes=(heavy,), **good)],
+        current_spec_id=0,
+        options=CompactionOptions.from_options({"target-file-size-bytes": "1000"}),
+    )
+    assert [g.reasons for g in by_ratio] == [{"high-delete-ratio": 1}]
+    # equality deletes never count towards the ratio (Java counts file-scoped deletes only)
+    eq_only = AttachedDelete("d4", "equality", 100, file_scoped=False)
+    assert (
+        plan_file_groups(
+            [small("e", deletes=(eq_only,), **good)],
+            current_spec_id=0,
+            options=CompactionOptions.from_options({"target-file-size-bytes": "1000"}),
+        )
+        == []
+    )
+
+
+def test_rewrite_all_takes_every_file_even_a_lone_well_sized_one() -> None:
+    options = CompactionOptions.from_options({"target-file-size-bytes": "1000", "rewrite-all": "true"})
+    groups = plan_file_groups([small("good", size=1000)], current_spec_id=0, options=options)
+    assert [g.reasons for g in groups] == [{"rewrite-all": 1}]
+
+
+def test_max_files_to_rewrite_cuts_the_last_group_and_sizes_it_from_what_it_keeps() -> None:
+    options = CompactionOptions.from_options(
+        {"target-file-size-bytes": "1000", "min-input-files": "2", "max-files-to-rewrite": "3"}
+    )
+    files = [small(f"a{i}", ("a",), size=500) for i in range(2)] + [
+        small(f"b{i}", ("b",), size=700) for i in range(3)
+    ]
+    groups = plan_file_groups(files, current_spec_id=0, options=options)
+    assert [[f.path for f in g.files] for g in groups] == [["a0", "a1"], ["b0"]]
+    assert groups[1].input_bytes == 700 and groups[1].expected_output_files == 1
+
+
+def test_job_order_sorts_groups_by_bytes_or_files() -> None:
+    base = {"target-file-size-bytes": "1000", "min-input-files": "2"}
+    files = [small(f"a{i}", ("a",), size=100) for i in range(3)] + [
+        small(f"b{i}", ("b",), size=300) for i in range(2)
+    ]
+    order = {
+        o: [
+            g.partition
+            for g in plan_file_groups(
+                files,
+                current_spec_id=0,
+                options=CompactionOptions.from_options({**base, "rewrite-job-order": o}),
+            )
+        ]
+        for o in ("none", "bytes-desc", "files-asc")
+    }
+    assert order == {"none": [("a",), ("b",)], "bytes-desc": [("b",), ("a",)], "files-asc": [("b",), ("a",)]}
