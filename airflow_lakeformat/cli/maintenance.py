@@ -72,7 +72,7 @@ def remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
     if args.json:
         emit_json(document, out)
         return
-    out.write(result.summary() + "\n")
+    print_outcome(document, result.summary(), out)
 
 
 def _refuse_iceberg_only_flags(args: argparse.Namespace, names: tuple[str, ...]) -> None:

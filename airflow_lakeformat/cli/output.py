@@ -57,7 +57,34 @@ def format_time(millis: int | None) -> str:
 
 
 def print_outcome(document: dict[str, Any], summary: str, out: TextIO) -> None:
-    """A maintenance result as text: its summary, then each decision and warning indented."""
+    """A maintenance result as text: its summary, then each decision and warning indented, then (for a
+    dry run of a deleting command) the line saying nothing was deleted."""
     out.write(summary + "\n")
-    for line in document["decisions"] + document["warnings"]:
+    for line in document.get("decisions", []) + document.get("warnings", []):
         out.write(f"  {line}\n")
+    tail = dry_run_tail(document)
+    if tail:
+        out.write(tail + "\n")
+
+
+def dry_run_tail(document: dict[str, Any]) -> str | None:
+    """The last line of a deleting command's dry run: nothing was deleted, what ``--apply`` would delete.
+
+    Example:
+        >>> dry_run_tail({"dryRun": True, "files": {"data-file": 2}, "bytes": {"data-file": 2048}})
+        'dry run: nothing was deleted; 2 files (2.0 KiB) would be deleted: re-run with --apply to delete them'
+    """
+    from airflow_lakeformat.core.maintenance.results import human_bytes
+
+    if not document.get("dryRun"):
+        return None
+    files = sum((document.get("files") or {}).values())
+    size = sum((document.get("bytes") or {}).values())
+    if not files:
+        return "dry run: nothing was deleted, and --apply would delete nothing now"
+    noun = "file" if files == 1 else "files"
+    pronoun = "it" if files == 1 else "them"
+    return (
+        f"dry run: nothing was deleted; {files} {noun} ({human_bytes(size)}) would be deleted: "
+        f"re-run with --apply to delete {pronoun}"
+    )

@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="snapshots per run (default: snapshot.expire.limit, 50)",
     )
-    expire.add_argument("--dry-run", action="store_true", help="report what would be deleted, delete nothing")
+    add_deleting_run_flags(expire)
     add_expire_arguments(expire)
     orphans = add(
         "remove-orphans", "maintenance:remove_orphans", "delete old files no snapshot, tag or changelog uses"
@@ -139,9 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="accept --older-than under the floor (only when no writer is running)",
     )
-    orphans.add_argument(
-        "--dry-run", action="store_true", help="report what would be deleted, delete nothing"
-    )
+    add_deleting_run_flags(orphans)
     add_orphan_arguments(orphans)
 
     def add_commit_options(p: argparse.ArgumentParser) -> None:
@@ -237,6 +235,29 @@ def older_than_argument(text: str) -> timedelta | str:
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
     return text
+
+
+def add_deleting_run_flags(parser: argparse.ArgumentParser) -> None:
+    """``--apply`` / ``--dry-run`` of a command that deletes files: a dry run unless ``--apply``.
+
+    The one dry-run rule of every surface (the Python API's ``dry_run=True`` default, the deleting
+    operators' default): ``--dry-run`` is accepted and changes nothing; both together are a usage error.
+    """
+    run = parser.add_mutually_exclusive_group()
+    run.add_argument(
+        "--apply",
+        dest="dry_run",
+        action="store_false",
+        default=True,
+        help="delete for real (default: a dry run that reports what would be deleted)",
+    )
+    run.add_argument(
+        "--dry-run",
+        dest="dry_run",
+        action="store_true",
+        default=True,
+        help="report what would be deleted, delete nothing (the default; for scripts that say so)",
+    )
 
 
 def add_expire_arguments(parser: argparse.ArgumentParser) -> None:

@@ -241,8 +241,8 @@ def test_cli_expire_on_an_iceberg_table(tmp_path: Path) -> None:
     assert document["operation"] == "expire-snapshots" and document["format"] == "iceberg"
     assert document["dryRun"] is True and document["snapshotsExpired"] == ids[:2]
     code, out, err = run(
-        "expire", table.root, "--snapshot-id", str(ids[3]), "--json"
-    )  # the CLI's default: real
+        "expire", table.root, "--snapshot-id", str(ids[3]), "--apply", "--json"
+    )  # --apply: a real run (the default is a dry run)
     assert code == 0, err
     document = json.loads(out)
     assert document["dryRun"] is False and document["snapshotsExpired"] == [ids[3]]
@@ -254,9 +254,9 @@ def test_cli_expire_on_an_iceberg_table(tmp_path: Path) -> None:
 def test_cli_expire_real_run_and_exit_codes(tmp_path: Path) -> None:
     table = support.create(tmp_path)
     ids = support.history(table)
-    code, out, err = run("expire", table.root, "--snapshot-id", str(ids[-1]))
+    code, out, err = run("expire", table.root, "--snapshot-id", str(ids[-1]), "--apply")
     assert code == 9 and "Still referenced by refs" in err
-    code, out, err = run("expire", table.root, "--older-than", "0 ms", "--retain-min", "2")
+    code, out, err = run("expire", table.root, "--older-than", "0 ms", "--retain-min", "2", "--apply")
     assert code == 0, err
     assert "expired 3 of 5 snapshots" in out
     support.assert_converged(open_path_table(table.root))

@@ -109,7 +109,7 @@ def test_default_is_three_days_and_under_24_hours_needs_the_override(tmp_path: P
 
     with pytest.raises(MaintenanceRefusedError, match="under 24 h"):
         plan_orphan_cleanup(planted.table, older_than=timedelta(hours=1))
-    code, _, err = run("remove-orphans", str(planted.root), "--older-than", "1 h", "--json")
+    code, _, err = run("remove-orphans", str(planted.root), "--older-than", "1 h", "--apply", "--json")
     assert code == 9 and "allow-short-older-than" in err
     assert two_hours.exists()
 
@@ -263,7 +263,7 @@ def test_prefix_mismatch_aborts_and_deletes_nothing(tmp_path: Path) -> None:
     with pytest.raises(PrefixMismatchError, match="hdfs://namenode:8020") as caught:
         remove_orphan_files(planted.table, dry_run=False)
     assert caught.value.mismatches[0].actual == f"file:{local}"
-    code, _, err = run("remove-orphans", str(planted.root))
+    code, _, err = run("remove-orphans", str(planted.root), "--apply")
     assert code == 9 and "another scheme or authority" in err
     assert files_under(tmp_path) == before
 
@@ -303,7 +303,7 @@ def test_unreadable_metadata_is_a_typed_error_and_deletes_nothing(tmp_path: Path
         path.write_text('{"format-version": 2, "garbage": ')
         expected, code_expected = "not a valid table metadata JSON", 4
     before = files_under(tmp_path)
-    code, out, err = run("remove-orphans", str(planted.root), "--json")
+    code, out, err = run("remove-orphans", str(planted.root), "--apply", "--json")
     assert code == code_expected and expected in err and path.name in err
     assert json.loads(out)["error"]["exitCode"] == code_expected
     from airflow_lakeformat.core.errors import CorruptMetadataError
@@ -398,7 +398,7 @@ def test_cli_json_report_and_sample(tmp_path: Path) -> None:
     assert {json.loads(x)["path"] for x in report.read_text().splitlines()} == planted.old_orphans
     assert planted.old_orphans <= files_under(tmp_path)
 
-    code, text, err = run("remove-orphans", str(planted.root), "--older-than", "2 d")
+    code, text, err = run("remove-orphans", str(planted.root), "--older-than", "2 d", "--apply")
     assert code == 0 and "orphaned" in text and "files deleted" in text
     assert files_under(tmp_path) & planted.old_orphans == set()
 

@@ -247,6 +247,6 @@ def test_cli_on_s3(
     lines = [json.loads(x) for x in report.read_text().splitlines()]
     assert {x["path"] for x in lines} == set(document["orphanPaths"])
     assert {x["action"] for x in lines} == {"would-delete"}
-    code, _, err = run("remove-orphans", planted.root, "--older-than", "1 s", "--json")
+    code, _, err = run("remove-orphans", planted.root, "--older-than", "1 s", "--apply", "--json")
     assert code == 9 and "24 h" in err
     assert timedelta(seconds=1) < DEFAULT_OLDER_THAN

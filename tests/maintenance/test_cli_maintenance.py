@@ -25,13 +25,15 @@ def test_expire_dry_run_then_real_run(tmp_path: Path) -> None:
     dry = json.loads(out)
     assert dry["dryRun"] is True and dry["snapshotsExpired"] == [1, 2, 3, 4, 5, 6]
     assert tree(table) == before
-    code, out, err = run("expire", str(tmp_path / "t"), "--retain-min", "2", "--older-than", "1 h", "--json")
+    code, out, err = run(
+        "expire", str(tmp_path / "t"), "--retain-min", "2", "--older-than", "1 h", "--apply", "--json"
+    )
     assert code == 0, err
     real = json.loads(out)
     assert real["files"] == dry["files"] and real["bytesFreed"] == dry["bytesFreed"] > 0
     assert real["earliestAfter"] == 7 and set(real) >= {"durationSeconds", "bytes", "snapshotsExpired"}
     assert assert_intact(table) == 2
-    code, out, _ = run("expire", str(tmp_path / "t"), "--retain-min", "2", "--max-deletes", "1")
+    code, out, _ = run("expire", str(tmp_path / "t"), "--retain-min", "2", "--max-deletes", "1", "--apply")
     assert code == 0 and "no snapshots" in out
 
 
@@ -45,7 +47,7 @@ def test_remove_orphans_json_and_refusal(tmp_path: Path) -> None:
     assert "refused" in err and orphan.exists()
     code, out, err = run("remove-orphans", str(tmp_path / "t"), "--dry-run", "--json")
     assert code == 0 and json.loads(out)["orphans"] == 1 and orphan.exists()
-    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--json")
+    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--apply", "--json")
     document = json.loads(out)
     assert code == 0 and document["files"] == {"manifest": 1} and document["bytesFreed"] == 2
     assert not orphan.exists()
@@ -56,3 +58,27 @@ def test_bad_duration_is_a_usage_error(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(["expire", str(tmp_path / "t"), "--older-than", "soon"])
     assert exited.value.code == 2
+
+
+@pytest.mark.parametrize("command", ["expire", "remove-orphans"])
+def test_a_deleting_command_is_a_dry_run_unless_apply(tmp_path: Path, command: str) -> None:
+    """One dry-run rule (README): without --apply nothing is deleted and the last line says what would go."""
+    build_history(tmp_path / "t", snapshots=6)
+    orphan = tmp_path / "t" / "manifest" / "manifest-orphan-0"
+    orphan.write_bytes(b"zz")
+    os.utime(orphan, (OLD, OLD))
+    table = Table.open(str(tmp_path / "t"))
+    before = tree(table)
+    flags = ["--retain-min", "2", "--older-than", "1 h"] if command == "expire" else []
+    code, out, err = run(command, str(tmp_path / "t"), *flags)
+    assert code == 0, err
+    assert tree(table) == before and orphan.exists()
+    last = out.strip().splitlines()[-1]
+    assert last.startswith("dry run: nothing was deleted;") and "re-run with --apply" in last
+    assert " would be deleted" in last
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, str(tmp_path / "t"), "--apply", "--dry-run"])
+    assert exited.value.code == 2 and tree(table) == before
+    code, out, err = run(command, str(tmp_path / "t"), *flags, "--apply")
+    assert code == 0, err
+    assert tree(table) != before and "dry run" not in out

@@ -692,7 +692,16 @@ class PaimonTableMachine(RuleBasedStateMachine):
         settings = {"retain_min": retain_min, "retain_max_extra": retain_max_extra, "older_than": "0 s",
                     "max_deletes": None}  # fmt: skip
         _kwargs, expected = self._expiry_call(settings, 0)
-        argv = ["expire", str(self.root), "--retain-min", str(retain_min), "--older-than", "0 s", "--json"]
+        argv = [
+            "expire",
+            str(self.root),
+            "--retain-min",
+            str(retain_min),
+            "--older-than",
+            "0 s",
+            "--apply",
+            "--json",
+        ]
         if retain_max_extra is not None:
             argv += ["--retain-max", str(retain_min + retain_max_extra)]
         code, out, err = run_cli(*argv)
@@ -736,7 +745,9 @@ class PaimonTableMachine(RuleBasedStateMachine):
     def remove_orphan_files(self, via: str) -> None:
         _count("remove_orphan_files")
         if via == "lakeformat-cli":
-            code, _out, err = run_cli("remove-orphans", str(self.root), "--older-than", "1 d", "--json")
+            code, _out, err = run_cli(
+                "remove-orphans", str(self.root), "--older-than", "1 d", "--apply", "--json"
+            )
             assert code == 0, f"remove-orphans exited {code}: {err.strip()}"
         else:
             orphans.remove_orphan_files(self.table(), dry_run=False, older_than=timedelta(days=1))

@@ -236,8 +236,10 @@ READS = (
 DRY_RUNS = (
     ("compact-manifests", "--dry-run"),
     ("compact-manifests", "--minor", "--dry-run"),
+    ("expire",),  # a deleting command without --apply is a dry run
     ("expire", "--dry-run"),
     ("expire", "--dry-run", "--retain-min", "1", "--older-than", "0 ms"),
+    ("remove-orphans",),
     ("remove-orphans", "--dry-run"),
     ("remove-orphans", "--dry-run", "--older-than", "0 ms", "--allow-short-older-than"),
 )
@@ -259,11 +261,13 @@ REFUSALS = (
     ("remove-orphans", "--dry-run", "--report", "{TMP}/report.jsonl"),
     ("remove-orphans", "--dry-run", "--max-listed", "-1"),
     ("compact-manifests", "--full", "--minor"),
+    ("expire", "--apply", "--dry-run"),
+    ("remove-orphans", "--apply", "--dry-run"),
 )
 MUTATIONS = (
     ("compact-manifests",),
-    ("expire", "--retain-min", "1", "--older-than", "0 ms"),
-    ("remove-orphans", "--older-than", "0 ms", "--allow-short-older-than"),
+    ("expire", "--retain-min", "1", "--older-than", "0 ms", "--apply"),
+    ("remove-orphans", "--older-than", "0 ms", "--allow-short-older-than", "--apply"),
 )
 AFTER_CORRUPTION = (
     ("snapshots",),

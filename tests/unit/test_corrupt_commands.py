@@ -69,7 +69,7 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for i in range(LATEST):
         pq.write_table(rows(i, i + 10), top / f"batch-{i}.parquet")
         assert cli.main(["write", str(base), "--from", str(top / f"batch-{i}.parquet")]) == 0
-    assert cli.main(["expire", str(base)]) == 0  # nothing to expire; writes the EARLIEST hint
+    assert cli.main(["expire", str(base), "--apply"]) == 0  # nothing to expire; writes the EARLIEST hint
     bucket = base / "dt=d0" / "bucket-0"
     pq.write_table(rows(98), bucket / "data-orphan-0.parquet")
     os.utime(bucket / "data-orphan-0.parquet", (OLD, OLD))
@@ -162,11 +162,11 @@ COMMANDS: dict[str, list[str]] = {
     "compact-full": ["compact-manifests", "--full"],
     "compact-minor": ["compact-manifests", "--minor"],
     "compact-dry-run": ["compact-manifests", "--dry-run"],
-    "expire": ["expire"],
+    "expire": ["expire", "--apply"],
     "expire-dry-run": ["expire", "--dry-run"],
-    "expire-all": ["expire", *EXPIRE_ALL],
+    "expire-all": ["expire", *EXPIRE_ALL, "--apply"],
     "expire-all-dry-run": ["expire", *EXPIRE_ALL, "--dry-run"],
-    "remove-orphans": ["remove-orphans"],
+    "remove-orphans": ["remove-orphans", "--apply"],
     "remove-orphans-dry-run": ["remove-orphans", "--dry-run"],
 }
 READ_ONLY = {"snapshots", "files", "manifests", "inspect", "compact-dry-run", "expire-dry-run",
