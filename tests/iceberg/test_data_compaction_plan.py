@@ -202,3 +202,63 @@ def test_job_order_sorts_groups_by_bytes_or_files() -> None:
         for o in ("none", "bytes-desc", "files-asc")
     }
     assert order == {"none": [("a",), ("b",)], "bytes-desc": [("b",), ("a",)], "files-asc": [("b",), ("a",)]}
+
+
+# --- which deletes apply to a data file (DeleteFileIndex's sequence-number rules) -----------------------------
+
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_deletes import (  # noqa: E402
+    DeleteEntry,
+    DeleteIndex,
+    dangling_deletes,
+)
+
+
+def _paths(entries) -> list[str]:
+    return [e.path for e in entries]
+
+
+def test_position_deletes_apply_at_or_above_the_files_sequence_number_equality_strictly_above() -> None:
+    index = DeleteIndex(
+        [
+            DeleteEntry("pos-at-5", "position", 0, ("a",), 5, 1),
+            DeleteEntry("eq-at-5", "equality", 0, ("a",), 5, 1, equality_ids=(1,)),
+            DeleteEntry("eq-at-6", "equality", 0, ("a",), 6, 1, equality_ids=(1,)),
+            DeleteEntry("pos-at-4", "position", 0, ("a",), 4, 1),
+        ]
+    )
+    assert _paths(index.for_data_file("f", 0, ("a",), data_sequence_number=5)) == ["pos-at-5", "eq-at-6"]
+
+
+def test_deletes_stay_in_their_spec_and_partition_unless_global_equality() -> None:
+    index = DeleteIndex(
+        [
+            DeleteEntry("other-partition", "position", 0, ("b",), 9, 1),
+            DeleteEntry("other-spec", "position", 1, ("a",), 9, 1),
+            DeleteEntry("global-eq", "equality", 2, (), 9, 1, spec_unpartitioned=True),
+            DeleteEntry("unpartitioned-pos", "position", 2, (), 9, 1, spec_unpartitioned=True),
+        ]
+    )
+    assert _paths(index.for_data_file("f", 0, ("a",), data_sequence_number=1)) == ["global-eq"]
+
+
+def test_a_file_scoped_position_delete_applies_only_to_the_file_it_names() -> None:
+    index = DeleteIndex([DeleteEntry("dv-like", "position", 0, ("a",), 3, 2, referenced_path="f1")])
+    assert _paths(index.for_data_file("f1", 0, ("a",), data_sequence_number=3)) == ["dv-like"]
+    assert index.for_data_file("f2", 0, ("a",), data_sequence_number=1) == ()
+    assert index.for_data_file("f1", 0, ("a",), data_sequence_number=4) == ()  # written after the delete
+    attached = index.for_data_file("f1", 0, ("a",), data_sequence_number=3)[0].attached()
+    assert attached.file_scoped and attached.record_count == 2
+
+
+def test_dangling_deletes_are_those_no_live_data_file_takes() -> None:
+    index = DeleteIndex(
+        [
+            DeleteEntry("still-used", "position", 0, ("a",), 5, 1, referenced_path="kept"),
+            DeleteEntry("named-a-rewritten-file", "position", 0, ("a",), 5, 1, referenced_path="gone"),
+            DeleteEntry("older-than-the-new-files", "equality", 0, ("a",), 4, 1),
+        ]
+    )
+    # after a rewrite the new file carries the starting sequence number 4: the equality delete at 4 no
+    # longer applies to anything, nor does the position delete that named a replaced file
+    live = [("kept", 0, ("a",), 4), ("new", 0, ("a",), 4)]
+    assert dangling_deletes(index, live) == ["named-a-rewritten-file", "older-than-the-new-files"]
