@@ -7,6 +7,17 @@ unless ``dry_run=False``; the ones that only add files and commit (``compact_man
 ``compact_data``) commit unless ``dry_run=True``, because what they replace stays on disk until an
 expiry deletes it.
 
+What the layers above (CLI, operators, Spark jobs) pass is taken here as typed keyword arguments, so they
+never import a format module: ``progress`` (a :class:`~airflow_lakeformat.core.progress.Progress`),
+``deleter`` (a :class:`~airflow_lakeformat.core.maintenance.deletion.FileDeleter` with the caller's batch
+size, rate and retries; :meth:`file_deleter` builds one on the table's store), ``commit_user`` (the commit
+user of a commit: Paimon's snapshot field, Iceberg's ``lakeformat.commit-user`` summary property), ``report``
+and the maintenance lock (:meth:`lock`). An option only one format has is a parameter of that format's
+class only; the other format's class refuses it by name (:class:`UsageError`) instead of ignoring it. The
+rule "no ``older_than`` given means the format's default" for orphan cleanup is
+:meth:`~airflow_lakeformat.core.maintenance.orphan_age.OrphanAge.older_than`, reached as
+:meth:`orphan_older_than`.
+
 Each method loads its format's module when called, so importing this module loads neither format.
 """
 
@@ -16,7 +27,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_lakeformat.core.errors import UnsupportedFormatError
+from airflow_lakeformat.core.errors import UnsupportedFormatError, UsageError
+from airflow_lakeformat.core.maintenance.facade_base import (
+    MaintenanceBase,
+    OlderThan,
+    TableSize,
+    expiry_older_than,
+    refuse_options,
+)
+from airflow_lakeformat.core.maintenance.orphan_age import ICEBERG_ORPHAN_AGE, PAIMON_ORPHAN_AGE
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.maintenance.expiry import IcebergExpiryPlan, IcebergExpiryResult
@@ -27,6 +47,8 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import IcebergOrphanPlan
     from airflow_lakeformat.core.iceberg.maintenance.orphans import IcebergOrphanResult
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+    from airflow_lakeformat.core.maintenance.deletion import FileDeleter
+    from airflow_lakeformat.core.paimon.commit import Committer
     from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
         DataCompactionPlan,
         DataCompactionResult,
@@ -37,38 +59,73 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.paimon.table import Table
 
 ManifestMode = Literal["full", "minor"]
+#: The Iceberg snapshot summary property naming the commit user (an Iceberg snapshot has no field for it).
+COMMIT_USER_PROPERTY = "lakeformat.commit-user"
 
 
-class PaimonMaintenance:
+class PaimonMaintenance(MaintenanceBase):
     """Maintenance of one Paimon table: Paimon's own rules (``docs/maintenance.md``), stricter where safe."""
+
+    orphan_age = PAIMON_ORPHAN_AGE
 
     def __init__(self, table: Table) -> None:
         self.table = table
+
+    @property
+    def opens_by_root(self) -> bool:
+        """Whether a process given only the table's root URI opens this table (always, for Paimon)."""
+        return True
+
+    def size(self) -> TableSize:
+        """Live files and manifests of the latest snapshot, from its two manifest lists."""
+        latest = self.table.snapshot_manager.latest_snapshot()
+        if latest is None:
+            return TableSize(None, 0, 0)
+        base, delta = self.table.data_manifests(latest)
+        metas = base + delta
+        files = sum(m.num_added_files - m.num_deleted_files for m in metas)
+        return TableSize(latest.id, max(files, 0), len(metas))
+
+    def _duration(self, older_than: OlderThan) -> timedelta | None:
+        """Paimon judges age by a duration only: a timestamp (Iceberg's other form) is refused."""
+        value = expiry_older_than(older_than)
+        if value is not None and not isinstance(value, timedelta):
+            raise UsageError(
+                "older_than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
+            )
+        return value
 
     def plan_expire_snapshots(
         self,
         *,
         retain_min: int | None = None,
         retain_max: int | None = None,
-        older_than: timedelta | None = None,
+        older_than: OlderThan = None,
         max_deletes: int | None = None,
+        clean_expired_metadata: bool = False,
+        progress: Progress = NO_PROGRESS,
     ) -> SnapshotExpiryPlan:
         """The expiry plan (which snapshots go, which files only they use); deletes nothing.
 
         Args:
             retain_min: keep at least this many snapshots (``snapshot.num-retained.min``, 10).
             retain_max: keep at most this many (``snapshot.num-retained.max``).
-            older_than: expire only snapshots whose successor is older (``snapshot.time-retained``, 1 h).
+            older_than: expire only snapshots whose successor is older (``snapshot.time-retained``, 1 h):
+                a ``timedelta`` or a duration text (``"1 h"``).
             max_deletes: expire at most this many snapshots per run (``snapshot.expire.limit``, 50).
+            clean_expired_metadata: Iceberg only; refused here when set.
+            progress: receives the planner's progress.
         """
         from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
 
+        refuse_options(self.table.uri, {"clean_expired_metadata": clean_expired_metadata}, "Iceberg")
         return plan_snapshot_expiry(
             self.table,
             retain_min=retain_min,
             retain_max=retain_max,
-            older_than=older_than,
+            older_than=self._duration(older_than),
             max_deletes=max_deletes,
+            progress=progress,
         )
 
     def expire_snapshots(
@@ -77,34 +134,53 @@ class PaimonMaintenance:
         dry_run: bool = True,
         retain_min: int | None = None,
         retain_max: int | None = None,
-        older_than: timedelta | None = None,
+        older_than: OlderThan = None,
         max_deletes: int | None = None,
+        clean_expired_metadata: bool = False,
         plan: SnapshotExpiryPlan | None = None,
+        progress: Progress = NO_PROGRESS,
+        deleter: FileDeleter | None = None,
     ) -> SnapshotExpiryResult:
         """Expire snapshots and delete the files only they used (a dry run unless ``dry_run=False``).
 
         Args:
             dry_run: report, delete nothing (default).
-            retain_min, retain_max, older_than, max_deletes: as for :meth:`plan_expire_snapshots`.
+            retain_min, retain_max, older_than, max_deletes, clean_expired_metadata: as for
+                :meth:`plan_expire_snapshots`.
             plan: carry out this plan instead of planning again; it is re-checked against the table first.
+            progress: receives planning and deletion progress.
+            deleter: delete with this deleter (batch size, rate, retries); default the core's.
+
+        Example:
+            >>> open_table("/wh/db.db/t").maintenance.expire_snapshots(retain_min=5, dry_run=False)  # doctest: +SKIP
         """
         from airflow_lakeformat.core.paimon.maintenance.expiry import execute_snapshot_expiry
 
         plan = plan or self.plan_expire_snapshots(
-            retain_min=retain_min, retain_max=retain_max, older_than=older_than, max_deletes=max_deletes
+            retain_min=retain_min,
+            retain_max=retain_max,
+            older_than=older_than,
+            max_deletes=max_deletes,
+            clean_expired_metadata=clean_expired_metadata,
+            progress=progress,
         )
-        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run)
+        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run, deleter=deleter, progress=progress)
 
     def plan_remove_orphan_files(
-        self, *, older_than: timedelta | None = None, allow_short_older_than: bool = False
+        self,
+        *,
+        older_than: timedelta | None = None,
+        allow_short_older_than: bool = False,
+        progress: Progress = NO_PROGRESS,
     ) -> OrphanCleanupPlan:
         """List candidates older than ``older_than`` (1 day), then the used set; deletes nothing."""
-        from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN, plan_orphan_cleanup
+        from airflow_lakeformat.core.paimon.maintenance.orphans import plan_orphan_cleanup
 
         return plan_orphan_cleanup(
             self.table,
-            older_than=DEFAULT_OLDER_THAN if older_than is None else older_than,
+            older_than=self.orphan_older_than(older_than),
             allow_short_older_than=allow_short_older_than,
+            progress=progress,
         )
 
     def remove_orphan_files(
@@ -114,6 +190,8 @@ class PaimonMaintenance:
         older_than: timedelta | None = None,
         allow_short_older_than: bool = False,
         plan: OrphanCleanupPlan | None = None,
+        progress: Progress = NO_PROGRESS,
+        deleter: FileDeleter | None = None,
     ) -> OrphanCleanupResult:
         """Delete files no snapshot, tag or changelog uses (a dry run unless ``dry_run=False``).
 
@@ -123,20 +201,29 @@ class PaimonMaintenance:
                 unless ``allow_short_older_than``).
             allow_short_older_than: accept a short ``older_than`` (only when no writer is running).
             plan: delete this plan's orphans; every batch is re-checked against the table first.
+            progress: receives listing and deletion progress.
+            deleter: delete with this deleter (batch size, rate, retries); default the core's.
         """
         from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup
 
         plan = plan or self.plan_remove_orphan_files(
-            older_than=older_than, allow_short_older_than=allow_short_older_than
+            older_than=older_than, allow_short_older_than=allow_short_older_than, progress=progress
         )
-        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run)
+        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run, deleter=deleter, progress=progress)
 
     def plan_compact_manifests(self, mode: ManifestMode = "full") -> ManifestCompactionResult:
         """What a manifest compaction would do: the merge is computed and encoded, nothing is stored."""
         return self.compact_manifests(mode, dry_run=True)
 
+    def _committer(self, commit_user: str | None, dry_run: bool) -> Committer | None:
+        if commit_user is None:
+            return None
+        from airflow_lakeformat.core.paimon.commit import Committer
+
+        return Committer(self.table, commit_user, allow_unsafe_publish=dry_run)
+
     def compact_manifests(
-        self, mode: ManifestMode = "full", *, dry_run: bool = False
+        self, mode: ManifestMode = "full", *, dry_run: bool = False, commit_user: str | None = None
     ) -> ManifestCompactionResult:
         """Merge the latest snapshot's manifests (``full``: Paimon's ``compact_manifest``; ``minor``: the policy).
 
@@ -144,10 +231,12 @@ class PaimonMaintenance:
             mode: ``"full"`` merges everything and drops DELETE entries; ``"minor"`` applies the table's
                 ordinary merge policy.
             dry_run: report the merge, commit nothing.
+            commit_user: the commit user of the COMPACT snapshot (default: a new one per run).
         """
         from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
 
-        return compact_manifests(self.table, mode, dry_run=dry_run)
+        committer = self._committer(commit_user, dry_run)
+        return compact_manifests(self.table, mode, dry_run=dry_run, committer=committer)
 
     def plan_compact_data(
         self,
@@ -173,14 +262,17 @@ class PaimonMaintenance:
         partitions: Sequence[Mapping[str, str | None]] | None = None,
         min_file_count: int | None = None,
         target_file_size: int | None = None,
+        commit_user: str | None = None,
     ) -> DataCompactionResult:
         """Rewrite small level-0 Parquet files of an append table into target-size files (one COMPACT snapshot).
 
         Args:
             dry_run: plan and report, write and commit nothing.
-            partitions: only these partitions, matched by value (``[{"dt": "2024-01-01"}]``).
+            partitions: only these partitions, matched by value (``[{"dt": "2024-01-01"}]``; see
+                :func:`partition_filters` for text forms).
             min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
             target_file_size: bytes per output file (``target-file-size``).
+            commit_user: the commit user of the COMPACT snapshot (default: a new one per run).
         """
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
 
@@ -190,7 +282,42 @@ class PaimonMaintenance:
             partitions=partitions,
             min_file_count=min_file_count,
             target_file_size=target_file_size,
+            committer=None if dry_run else self._committer(commit_user, dry_run),
         )
+
+    def check_compact_data(self) -> None:
+        """Raise :class:`UnsupportedFormatError` (changing nothing) if data compaction cannot handle the table
+        (primary keys, deletion vectors, a file format other than Parquet, ...)."""
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
+
+        check_compactable(self.table)
+
+
+def partition_filters(value: Any) -> list[dict[str, str | None]] | None:
+    """Partition filters from a dict, a ``"k=v[,k=v]"`` string (or a JSON object) or a list of them; None,
+    an empty list or ``"*"`` mean the whole table (None).
+
+    Raises:
+        ValueError: a spec that names no partition (other than ``"*"``), or a part without ``=``.
+
+    Example:
+        >>> partition_filters(["dt=2024-01-01", {"dt": "2024-01-02"}])
+        [{'dt': '2024-01-01'}, {'dt': '2024-01-02'}]
+    """
+    from airflow_lakeformat.core.paimon.paths import parse_partition_spec
+
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
+        return None
+    items = [value] if isinstance(value, (str, Mapping)) else list(value)
+    specs: list[dict[str, str | None]] = []
+    for item in items:
+        spec = parse_partition_spec(item)
+        if spec is None:
+            if str(item).strip() != "*":
+                raise ValueError(f"partitions: {item!r} names no partition (use '*' for the whole table)")
+            return None
+        specs.append(spec)
+    return specs
 
 
 def _retain_last(retain_last: int | None, retain_min: int | None) -> int | None:
@@ -200,7 +327,7 @@ def _retain_last(retain_last: int | None, retain_min: int | None) -> int | None:
     return retain_last if retain_last is not None else retain_min
 
 
-class IcebergMaintenance:
+class IcebergMaintenance(MaintenanceBase):
     """Maintenance of one Iceberg table.
 
     Manifest compaction follows Java's ``RewriteManifests`` (full) and ``ManifestMergeManager`` (minor);
@@ -210,8 +337,34 @@ class IcebergMaintenance:
     no rewrite of data files to build on); calling it raises :class:`UnsupportedFormatError` (exit code 5 in the CLI) and changes nothing.
     """
 
+    orphan_age = ICEBERG_ORPHAN_AGE
+
     def __init__(self, table: IcebergTable) -> None:
         self.table = table
+
+    @property
+    def opens_by_root(self) -> bool:
+        """Whether a process given only the table's root URI opens this table: a Hadoop-layout table (or a
+        ``metadata.json`` opened read-only) does; a table of another catalog does not."""
+        from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import (
+            HadoopLayoutCatalog,
+            ReadOnlyCatalog,
+        )
+
+        return isinstance(self.table.table.catalog, (HadoopLayoutCatalog, ReadOnlyCatalog))
+
+    def size(self) -> TableSize:
+        """Live data files (the current snapshot's ``total-data-files``) and its manifests (manifest list)."""
+        current = self.table.snapshot()
+        if current is None:
+            return TableSize(None, 0, 0)
+        summary = current.summary
+        files = int(summary.get("total-data-files") or 0) if summary is not None else 0
+        return TableSize(current.snapshot_id, files, len(current.manifests(self.table.table.io)))
+
+    def check_compact_data(self) -> None:
+        """Data compaction of Iceberg tables is not implemented: always raises :class:`UnsupportedFormatError`."""
+        raise self._not_yet("data compaction")
 
     def _not_yet(self, operation: str) -> UnsupportedFormatError:
         return UnsupportedFormatError(
@@ -226,6 +379,9 @@ class IcebergMaintenance:
         snapshot_ids: Sequence[int] = (),
         clean_expired_metadata: bool = False,
         retain_min: int | None = None,
+        retain_max: int | None = None,
+        max_deletes: int | None = None,
+        progress: Progress = NO_PROGRESS,
     ) -> IcebergExpiryPlan:
         """The expiry plan (snapshots and refs removed, files only they reach by kind); changes nothing.
 
@@ -240,15 +396,19 @@ class IcebergMaintenance:
             snapshot_ids: expire these snapshots too (in addition to the age rule, as Java does).
             clean_expired_metadata: also drop partition specs and schemas no retained snapshot uses.
             retain_min: the Paimon name of ``retain_last`` (give one of them).
+            retain_max, max_deletes: Paimon only; refused here when set.
+            progress: receives the planner's progress.
         """
         from airflow_lakeformat.core.iceberg.maintenance.expiry import plan_snapshot_expiry
 
+        refuse_options(self.table.name, {"retain_max": retain_max, "max_deletes": max_deletes}, "Paimon")
         return plan_snapshot_expiry(
             self.table,
-            older_than=older_than,
+            older_than=expiry_older_than(older_than),
             retain_last=_retain_last(retain_last, retain_min),
             snapshot_ids=snapshot_ids,
             clean_expired_metadata=clean_expired_metadata,
+            progress=progress,
         )
 
     def expire_snapshots(
@@ -260,15 +420,21 @@ class IcebergMaintenance:
         snapshot_ids: Sequence[int] = (),
         clean_expired_metadata: bool = False,
         retain_min: int | None = None,
+        retain_max: int | None = None,
+        max_deletes: int | None = None,
         plan: IcebergExpiryPlan | None = None,
+        progress: Progress = NO_PROGRESS,
+        deleter: FileDeleter | None = None,
     ) -> IcebergExpiryResult:
         """Expire snapshots, commit, and delete the files only they reached (a dry run unless ``dry_run=False``).
 
         Args:
             dry_run: report, commit and delete nothing (default).
-            older_than, retain_last, snapshot_ids, clean_expired_metadata, retain_min: as for
-                :meth:`plan_expire_snapshots`.
+            older_than, retain_last, snapshot_ids, clean_expired_metadata, retain_min, retain_max,
+                max_deletes: as for :meth:`plan_expire_snapshots`.
             plan: carry out this plan instead of planning again; it is re-checked against the table first.
+            progress: receives planning and deletion progress.
+            deleter: delete with this deleter (batch size, rate, retries); default the core's.
 
         Example:
             >>> table.maintenance.expire_snapshots(older_than="7 d", retain_last=3, dry_run=False).summary()  # doctest: +SKIP
@@ -281,8 +447,11 @@ class IcebergMaintenance:
             snapshot_ids=snapshot_ids,
             clean_expired_metadata=clean_expired_metadata,
             retain_min=retain_min,
+            retain_max=retain_max,
+            max_deletes=max_deletes,
+            progress=progress,
         )
-        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run)
+        return execute_snapshot_expiry(self.table, plan, dry_run=dry_run, deleter=deleter, progress=progress)
 
     def plan_remove_orphan_files(
         self,
@@ -292,6 +461,7 @@ class IcebergMaintenance:
         equal_schemes: Mapping[str, str] | None = None,
         equal_authorities: Mapping[str, str] | None = None,
         prefix_mismatch: Literal["error", "ignore"] = "error",
+        progress: Progress = NO_PROGRESS,
     ) -> IcebergOrphanPlan:
         """List the files under the table's location(s), then the valid set, then join; deletes nothing.
 
@@ -299,18 +469,16 @@ class IcebergMaintenance:
         ``older_than`` (3 days; under 24 h refused unless ``allow_short_older_than``), paths compared after
         mapping ``s3a``/``s3n`` to ``s3``, a file valid under another scheme or authority aborts the run.
         """
-        from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
-            DEFAULT_OLDER_THAN,
-            plan_orphan_cleanup,
-        )
+        from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import plan_orphan_cleanup
 
         return plan_orphan_cleanup(
             self.table,
-            older_than=DEFAULT_OLDER_THAN if older_than is None else older_than,
+            older_than=self.orphan_older_than(older_than),
             allow_short_older_than=allow_short_older_than,
             equal_schemes=equal_schemes,
             equal_authorities=equal_authorities,
             prefix_mismatch=prefix_mismatch,
+            progress=progress,
         )
 
     def remove_orphan_files(
@@ -324,6 +492,8 @@ class IcebergMaintenance:
         prefix_mismatch: Literal["error", "ignore"] = "error",
         report: str | None = None,
         plan: IcebergOrphanPlan | None = None,
+        progress: Progress = NO_PROGRESS,
+        deleter: FileDeleter | None = None,
     ) -> IcebergOrphanResult:
         """Delete files no snapshot of any ref and no metadata file reaches (a dry run unless ``dry_run=False``).
 
@@ -338,6 +508,8 @@ class IcebergMaintenance:
                 authority) or ``"ignore"`` (keep such files).
             report: write every deleted (or, in a dry run, would-be-deleted) path and why, one JSON line each.
             plan: delete this plan's orphans; every batch is re-checked against the re-loaded table first.
+            progress: receives listing and deletion progress.
+            deleter: delete with this deleter (batch size, rate, retries); default the core's.
 
         Example:
             >>> open_table("s3://lake/wh/events").maintenance.remove_orphan_files(report="orphans.jsonl")  # doctest: +SKIP
@@ -350,8 +522,11 @@ class IcebergMaintenance:
             equal_schemes=equal_schemes,
             equal_authorities=equal_authorities,
             prefix_mismatch=prefix_mismatch,
+            progress=progress,
         )
-        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run, report=report)
+        return execute_orphan_cleanup(
+            self.table, plan, dry_run=dry_run, report=report, deleter=deleter, progress=progress
+        )
 
     def plan_compact_manifests(
         self, mode: ManifestMode = "full", *, branch: str = "main", target_size_bytes: int | None = None
@@ -371,6 +546,7 @@ class IcebergMaintenance:
         branch: str = "main",
         target_size_bytes: int | None = None,
         snapshot_properties: Mapping[str, str] | None = None,
+        commit_user: str | None = None,
     ) -> IcebergManifestCompactionResult:
         """Rewrite the branch head's data manifests and commit a ``replace`` snapshot (live files unchanged).
 
@@ -383,6 +559,7 @@ class IcebergMaintenance:
             target_size_bytes: default ``commit.manifest.target-size-bytes`` (8 MB).
             snapshot_properties: extra summary properties of the ``replace`` snapshot (e.g. the commit
                 user, ``lakeformat.commit-user``).
+            commit_user: the commit user, written as the ``lakeformat.commit-user`` summary property.
         """
         from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import compact_manifests
 
@@ -392,7 +569,10 @@ class IcebergMaintenance:
             dry_run=dry_run,
             branch=branch,
             target_size_bytes=target_size_bytes,
-            snapshot_properties=snapshot_properties,
+            snapshot_properties={
+                **(snapshot_properties or {}),
+                **({} if commit_user is None else {COMMIT_USER_PROPERTY: commit_user}),
+            },
         )
 
     def compact_data(self, **_: Any) -> Any:

@@ -46,14 +46,15 @@ from airflow_lakeformat.core.iceberg.metadata.location import (
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.reach.reach_split import helper_context, warm_manifest_decoder
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, tally
+from airflow_lakeformat.core.maintenance.orphan_age import ICEBERG_ORPHAN_AGE
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 Clock = Callable[[], float]
 
-#: Java's default ``olderThan`` (``DeleteOrphanFilesSparkAction``: now - 3 days).
-DEFAULT_OLDER_THAN = timedelta(days=3)
+#: Java's default ``olderThan`` (``DeleteOrphanFilesSparkAction``: now - 3 days), ``core/maintenance/orphan_age.py``.
+DEFAULT_OLDER_THAN = ICEBERG_ORPHAN_AGE.default
 #: Under this, a run needs ``allow_short_older_than`` (the procedure's 24-hour check).
-MINIMUM_OLDER_THAN = timedelta(hours=24)
+MINIMUM_OLDER_THAN = ICEBERG_ORPHAN_AGE.minimum
 #: How many orphan paths the JSON result lists; the report file has all of them.
 DEFAULT_SAMPLE_LIMIT = 1000
 GC_ENABLED = "gc.enabled"

@@ -45,6 +45,7 @@ from airflow_lakeformat.core.errors import (
 )
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
+from airflow_lakeformat.core.maintenance.orphan_age import PAIMON_ORPHAN_AGE
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import avro, paths
 from airflow_lakeformat.core.paimon.maintenance.orphan_listing import (
@@ -71,8 +72,8 @@ from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 Clock = Callable[[], float]
 
-DEFAULT_OLDER_THAN = timedelta(days=1)
-MINIMUM_OLDER_THAN = timedelta(hours=1)
+DEFAULT_OLDER_THAN = PAIMON_ORPHAN_AGE.default  # the values live in core/maintenance/orphan_age.py
+MINIMUM_OLDER_THAN = PAIMON_ORPHAN_AGE.minimum
 
 
 @dataclass
