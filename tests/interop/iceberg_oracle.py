@@ -1274,13 +1274,36 @@ def _add_extra_commands(commands: Any, parent: argparse.ArgumentParser) -> None:
     timed.add_argument("--procedure", required=True)
     timed.add_argument("--table", required=True)
     timed.add_argument("--args", default="{}")
+    tasks = commands.add_parser("scan-tasks", parents=[parent])
+    tasks.add_argument("--table", required=True)
+    tasks.add_argument("--snapshot", type=int)
     wait = commands.add_parser("wait-file", parents=[parent])
     wait.add_argument("--path", type=Path, required=True)
     wait.add_argument("--timeout", type=float, default=600.0)
     wait.add_argument("--signal", type=Path)
 
 
-EXTRA_COMMANDS = ("load-metadata", "manifest-list", "merge-append", "append-loop", "time-call", "wait-file")
+EXTRA_COMMANDS = (
+    "load-metadata", "manifest-list", "merge-append", "append-loop", "time-call", "wait-file", "scan-tasks",
+)  # fmt: skip
+
+
+def scan_tasks(o: Oracle, table: Any, snapshot_id: int | None) -> dict[str, list[str]]:
+    """Java's planned scan at a snapshot: each live data file's path -> the sorted paths of the delete files
+    ``task.deletes()`` attaches to it (Java's DeleteFileIndex; what rewrite_data_files reads with)."""
+    if snapshot_id is None:
+        return {}
+    result: dict[str, list[str]] = {}
+    tasks = table.newScan().useSnapshot(snapshot_id).ignoreResiduals().planFiles()
+    try:
+        iterator = tasks.iterator()
+        while iterator.hasNext():
+            task = iterator.next()
+            deletes = sorted(str(d.location()) for d in task.deletes())
+            result[str(task.file().location())] = deletes
+    finally:
+        tasks.close()
+    return result
 
 
 def wait_file(path: Path, timeout: float, signal: Path | None = None) -> dict[str, Any]:
@@ -1313,6 +1336,9 @@ def _run_extra(o: Oracle, args: argparse.Namespace) -> Any:
         )  # fmt: skip
     if args.command == "time-call":
         return timed_call(o, identifier, args.procedure, json.loads(args.args))
+    if args.command == "scan-tasks":
+        table = o.load(identifier)
+        return scan_tasks(o, table, o.resolve_version(table, args.snapshot, None))
     raise OracleError(f"unknown command {args.command}")
 
 
