@@ -192,6 +192,7 @@ class PaimonMaintenance(MaintenanceBase):
         plan: OrphanCleanupPlan | None = None,
         progress: Progress = NO_PROGRESS,
         deleter: FileDeleter | None = None,
+        report: str | None = None,
     ) -> OrphanCleanupResult:
         """Delete files no snapshot, tag or changelog uses (a dry run unless ``dry_run=False``).
 
@@ -203,13 +204,17 @@ class PaimonMaintenance(MaintenanceBase):
             plan: delete this plan's orphans; every batch is re-checked against the table first.
             progress: receives listing and deletion progress.
             deleter: delete with this deleter (batch size, rate, retries); default the core's.
+            report: write every deleted (or, in a dry run, would-be-deleted) path and why, one JSON line
+                each (the lines Iceberg's cleanup writes).
         """
         from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup
 
         plan = plan or self.plan_remove_orphan_files(
             older_than=older_than, allow_short_older_than=allow_short_older_than, progress=progress
         )
-        return execute_orphan_cleanup(self.table, plan, dry_run=dry_run, deleter=deleter, progress=progress)
+        return execute_orphan_cleanup(
+            self.table, plan, dry_run=dry_run, deleter=deleter, progress=progress, report=report
+        )
 
     def plan_compact_manifests(self, mode: ManifestMode = "full") -> ManifestCompactionResult:
         """What a manifest compaction would do: the merge is computed and encoded, nothing is stored."""

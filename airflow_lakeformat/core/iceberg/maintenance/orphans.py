@@ -47,7 +47,6 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -64,12 +63,12 @@ from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
     PrefixMismatchError,
     check_gc_enabled,
     plan_orphan_cleanup,
-    utc_iso,
 )
 from airflow_lakeformat.core.iceberg.maintenance.orphan_valid import collect_valid, refresh_if_changed
 from airflow_lakeformat.core.iceberg.metadata.location import PrefixMismatch, PrefixMismatchMode
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter
+from airflow_lakeformat.core.maintenance.orphan_report import report_rows, write_orphan_report
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
@@ -204,36 +203,20 @@ def write_report(
     passed: list[str],
     dry_run: bool,
 ) -> None:
-    """Write the audit trail: one JSON object per line for every orphan of the plan."""
-    import fsspec
-
-    failed = {f.path: f.error for f in (outcome.failed if outcome else [])}
-    passed_set = set(passed)
-    with fsspec.open(destination, "w", encoding="utf-8") as handle:
-        for request in plan.orphans:
-            uri = table.io.uri(request.path)
-            mtime = plan.mtimes.get(request.path)
-            row: dict[str, Any] = {
-                "path": uri,
-                "kind": request.kind,
-                "size": request.size,
-                "lastModified": None if mtime is None else utc_iso(mtime),
-            }
-            if request.path in kept:
-                row.update(action="kept", reason=kept[request.path])
-            elif uri in failed:
-                row.update(action="failed", reason=failed[uri])
-            elif request.path in passed_set:
-                age = f"last modified before the cutoff {utc_iso(plan.cutoff)}"
-                if dry_run:
-                    row.update(action="would-delete", reason=f"{_REASON}; {age}")
-                elif outcome is None:  # the run stopped later: this batch was sent, its outcome is unknown
-                    row.update(action="submitted", reason=f"{_REASON}; {age}; sent before the run stopped")
-                else:
-                    row.update(action="deleted", reason=f"{_REASON}; {age}")
-            else:
-                row.update(action="not-attempted", reason="the run stopped before this file's batch")
-            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    """Write the audit trail: one JSON object per line for every orphan of the plan
+    (``core/maintenance/orphan_report.py``, the same lines as Paimon's)."""
+    rows = report_rows(
+        plan.orphans,
+        uri_of=table.io.uri,
+        mtimes=plan.mtimes,
+        cutoff=plan.cutoff,
+        outcome=outcome,
+        kept=kept,
+        passed=passed,
+        dry_run=dry_run,
+        reason=_REASON,
+    )
+    write_orphan_report(destination, rows)
 
 
 def remove_orphan_files(

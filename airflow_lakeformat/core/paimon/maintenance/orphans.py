@@ -22,6 +22,10 @@
    and the batch is filtered again (against the names they use: the orphans are, by construction,
    in nothing used before).
 4. Directories are never deleted, except old, empty bucket and partition directories (rmdir only).
+5. Audit trail: the result lists the orphans' URIs (up to ``sample_limit``, plus the count); ``report``
+   writes one JSON line per orphan, the lines Iceberg's cleanup writes
+   (:mod:`~airflow_lakeformat.core.maintenance.orphan_report`): path, kind, size, last modification (local
+   files; null on object stores, whose listing ages are not kept), what happened and why.
 
 The building blocks (:func:`candidate_directories`, :func:`list_candidates`,
 :func:`collect_used_metadata`, :func:`names_in_manifest`) are what the Spark job distributes.
@@ -29,6 +33,7 @@ The building blocks (:func:`candidate_directories`, :func:`list_candidates`,
 
 from __future__ import annotations
 
+import os
 import posixpath
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -46,6 +51,7 @@ from airflow_lakeformat.core.errors import (
 from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.orphan_age import PAIMON_ORPHAN_AGE
+from airflow_lakeformat.core.maintenance.orphan_report import report_rows, write_orphan_report
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import avro, paths
 from airflow_lakeformat.core.paimon.maintenance.orphan_listing import (
@@ -323,12 +329,20 @@ class OrphanCleanupPlan:
         return out
 
 
+#: How many orphan URIs a result document lists (``orphanPaths``; the report file has them all).
+DEFAULT_SAMPLE_LIMIT = 1000
+_REASON = "no snapshot, tag or changelog of any branch uses its name"
+
+
 @dataclass
 class OrphanCleanupResult:
     plan: OrphanCleanupPlan
     report: DeletionReport
     directories: DeletionReport
     duration_seconds: float
+    report_path: str | None = None
+    sample_limit: int = DEFAULT_SAMPLE_LIMIT
+    uri_of: Callable[[str], str] = str
 
     def summary(self) -> str:
         """One line: what was listed, found orphaned and (or would be) deleted."""
@@ -343,7 +357,10 @@ class OrphanCleanupResult:
             "olderThanSeconds": self.plan.older_than.total_seconds(),
             "filesListed": self.plan.listing.files_listed,
             "candidates": self.plan.listing.candidate_count,
+            "tooRecent": self.plan.listing.too_recent,
             "orphans": len(self.plan.orphans),
+            "orphanPaths": [self.uri_of(r.path) for r in self.plan.orphans[: max(0, self.sample_limit)]],
+            "orphanPathsTruncated": len(self.plan.orphans) > max(0, self.sample_limit),
             "files": dict(sorted(self.report.files.items())),
             "bytes": dict(sorted(self.report.bytes.items())),
             "bytesFreed": self.report.total_bytes,
@@ -352,6 +369,7 @@ class OrphanCleanupResult:
             "failed": [f.path for f in self.report.failed],
             "directoriesRemoved": self.directories.files.get("directory", 0),
             "manifestsRead": len(self.plan.manifests_read),
+            "report": self.report_path,
             "durationSeconds": round(self.duration_seconds, 3),
         }
 
@@ -468,28 +486,89 @@ def execute_orphan_cleanup(
     dry_run: bool = True,
     deleter: FileDeleter | None = None,
     progress: Progress = NO_PROGRESS,
+    report: str | None = None,
 ) -> OrphanCleanupResult:
-    """Delete the plan's orphans, re-checking each batch against the table's current metadata."""
+    """Delete the plan's orphans, re-checking each batch against the table's current metadata.
+
+    Args:
+        table: the table the plan was made for.
+        plan: from :func:`plan_orphan_cleanup`.
+        dry_run: go through the batches and re-checks, delete nothing (default).
+        deleter: the deleter to use (default: the table's FileIO, batches of 1,000).
+        progress: progress reporter.
+        report: write one JSON line per orphan here (local path or fsspec URL), as Iceberg's cleanup does:
+            path, kind, size, lastModified, action (``deleted``, ``would-delete``, ``kept``, ``failed``,
+            ``submitted``, ``not-attempted``), reason. Written even when the run stops.
+
+    Example:
+        >>> execute_orphan_cleanup(table, plan, report="/tmp/orphans.jsonl")  # doctest: +SKIP
+    """
     started = time.monotonic()
     deleter = deleter or FileDeleter(table.io, dry_run=dry_run, progress=progress)
     if deleter.dry_run != dry_run:
         raise ValueError("the deleter's dry_run does not match the call's")
+    kept: dict[str, str] = {}
+    passed: list[str] = []
 
     def still_orphaned(batch: list[DeleteRequest]) -> list[DeleteRequest]:
         used = refresh_used(table, plan)
-        return [r for r in batch if posixpath.basename(r.path) not in used]
+        allowed = [r for r in batch if posixpath.basename(r.path) not in used]
+        kept.update((r.path, _KEPT) for r in batch if posixpath.basename(r.path) in used)
+        passed.extend(r.path for r in allowed)
+        return allowed
 
-    report = deleter.delete(
-        plan.orphans, task="deleting orphan files", total=len(plan.orphans), before_batch=still_orphaned
-    )
-    if report.failed:
+    outcome: DeletionReport | None = None
+    try:
+        outcome = deleter.delete(
+            plan.orphans, task="deleting orphan files", total=len(plan.orphans), before_batch=still_orphaned
+        )
+    finally:
+        if report is not None:
+            write_orphan_report(report, _report_rows(table, plan, outcome, kept, passed, dry_run))
+    assert outcome is not None  # delete() returned
+    if outcome.failed:
         raise DeletionFailedError(
-            f"{table.uri}: {len(report.failed)} orphan file(s) could not be deleted "
-            f"(first: {report.failed[0].path}: {report.failed[0].error})",
-            report,
+            f"{table.uri}: {len(outcome.failed)} orphan file(s) could not be deleted "
+            f"(first: {outcome.failed[0].path}: {outcome.failed[0].error})",
+            outcome,
         )
     directories = deleter.remove_empty_directories(plan.empty_directories)
-    return OrphanCleanupResult(plan, report, directories, time.monotonic() - started)
+    return OrphanCleanupResult(
+        plan, outcome, directories, time.monotonic() - started, report_path=report, uri_of=table.io.uri
+    )
+
+
+_KEPT = "became used after planning (a concurrent commit references it)"
+
+
+def _report_rows(
+    table: Table,
+    plan: OrphanCleanupPlan,
+    outcome: DeletionReport | None,
+    kept: dict[str, str],
+    passed: list[str],
+    dry_run: bool,
+) -> Iterator[dict[str, Any]]:
+    """The report's rows; last-modified times are read for local files only (object-store listing ages
+    are not kept in the plan: null there)."""
+    mtimes: dict[str, float] = {}
+    if table.io.is_local:
+        for request in plan.orphans:
+            try:
+                mtimes[request.path] = os.stat(request.path).st_mtime
+            except OSError:
+                continue  # deleted by now (a real run): its age is no longer known
+    return report_rows(
+        plan.orphans,
+        uri_of=table.io.uri,
+        mtimes=mtimes,
+        cutoff=plan.cutoff,
+        outcome=outcome,
+        kept=kept,
+        passed=passed,
+        dry_run=dry_run,
+        reason=_REASON,
+    )
 
 
 def remove_orphan_files(
@@ -501,8 +580,10 @@ def remove_orphan_files(
     clock: Clock = time.time,
     progress: Progress = NO_PROGRESS,
     deleter: FileDeleter | None = None,
+    report: str | None = None,
 ) -> OrphanCleanupResult:
-    """Plan and execute in one call (dry run unless told otherwise)."""
+    """Plan and execute in one call (dry run unless told otherwise); ``report`` as for
+    :func:`execute_orphan_cleanup`."""
     started = time.monotonic()
     plan = plan_orphan_cleanup(
         table,
@@ -511,6 +592,8 @@ def remove_orphan_files(
         clock=clock,
         progress=progress,
     )
-    result = execute_orphan_cleanup(table, plan, dry_run=dry_run, deleter=deleter, progress=progress)
+    result = execute_orphan_cleanup(
+        table, plan, dry_run=dry_run, deleter=deleter, progress=progress, report=report
+    )
     result.duration_seconds = time.monotonic() - started
     return result
