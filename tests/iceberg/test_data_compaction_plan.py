@@ -262,3 +262,50 @@ def test_dangling_deletes_are_those_no_live_data_file_takes() -> None:
     # longer applies to anything, nor does the position delete that named a replaced file
     live = [("kept", 0, ("a",), 4), ("new", 0, ("a",), 4)]
     assert dangling_deletes(index, live) == ["named-a-rewritten-file", "older-than-the-new-files"]
+
+
+# --- the plan of a real table (pyiceberg-built, with position and equality deletes) --------------------------
+
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction  # noqa: E402
+from tests.iceberg.scenarios import build, create_table  # noqa: E402
+
+
+def test_plan_of_a_v2_table_groups_every_live_file_with_its_deletes(tmp_path) -> None:
+    sc = build("hadoop", 2, tmp_path)
+    plan = plan_data_compaction(sc.table, {"rewrite-all": "true"})
+    head = sc.table.snapshot(ref="main")
+    assert plan.snapshot_id == head.snapshot_id and plan.sequence_number == head.sequence_number
+    files = sc.table.table.inspect.files().to_pylist()  # pyiceberg's own reading of the current snapshot
+    live = sum(1 for f in files if f["content"] == 0)
+    assert live >= 5
+    assert plan.live_data_files == live and plan.files_to_rewrite == live
+    # two delete files are live, but the equality delete was written for partition (a, day, bucket) of the
+    # newest spec, where no data file lives: it applies to nothing (a dangling delete), so one is applied
+    assert plan.live_delete_files == 2 and plan.delete_files_applied == 1
+    by_path = {c.path: c for g in plan.groups for c in g.files}
+    bucket_file = next(p for p in by_path if p.endswith("bucket.parquet"))
+    assert [d.content for d in by_path[bucket_file].deletes] == ["position"]
+    assert not [p for p, c in by_path.items() if any(d.content == "equality" for d in c.deletes)]
+    document = plan.to_json()
+    assert document["dryRun"] is True and document["format"] == "iceberg"
+    assert document["options"]["rewrite-all"] is True
+    assert "would rewrite" in plan.summary() and len(repr(plan)) < 300
+
+
+def test_plan_with_defaults_rewrites_nothing_on_a_table_of_few_small_files(tmp_path) -> None:
+    sc = build("hadoop", 1, tmp_path)
+    plan = plan_data_compaction(sc.table)
+    # min-input-files 5 per partition: no partition of this table has five candidates
+    assert plan.groups == () and "nothing to rewrite" in plan.summary()
+
+
+def test_an_empty_table_plans_nothing(tmp_path) -> None:
+    empty = create_table("hadoop", 2, tmp_path, name="empty")
+    plan = plan_data_compaction(empty)
+    assert plan.snapshot_id is None and plan.groups == ()
+
+
+def test_unknown_options_are_refused_before_the_table_is_read(tmp_path) -> None:
+    empty = create_table("hadoop", 2, tmp_path, name="empty")
+    with pytest.raises(UsageError, match="Cannot use options"):
+        plan_data_compaction(empty, {"target-file-size": "1"})

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_table
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import scan_for_compaction
 from tests.support.java_iceberg import JavaIcebergWarehouse
 
@@ -38,3 +40,11 @@ def test_attached_deletes_equal_javas_scan_tasks_at_every_snapshot(
         with_deletes += sum(1 for paths in ours.values() if paths)
     # the scenario really exercises the rule: some data file has deletes attached at some snapshot
     assert with_deletes > 0, name
+
+
+def test_a_v3_table_with_deletion_vectors_is_refused_typed(
+    java_iceberg_warehouse: JavaIcebergWarehouse,
+) -> None:
+    table = open_table(java_iceberg_warehouse.tables["v3_dv"]["path"])
+    with pytest.raises(UnsupportedFormatError, match="format-version 3"):
+        plan_data_compaction(table)
