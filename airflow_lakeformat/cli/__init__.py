@@ -21,9 +21,10 @@ code  meaning
 ====  =========================================================
 
 The package: ``parser`` builds the argument parser (nothing heavy imported), ``output`` prints (JSON
-documents, row tables), ``tables`` opens the command's table (Iceberg or Paimon), and one module per command
-group runs the commands: ``read``, ``maintenance``, ``write``, ``create``, with their Iceberg forms in
-``iceberg``. A command's module is imported only when the command runs.
+documents, the one output tail ``finish``, row tables), ``tables`` maps the flags to the facade's
+``open_table`` (the format is picked there), and one module per command group runs the commands on either
+format: ``read``, ``maintenance`` (``table.maintenance.*``), ``write``, ``create``; ``completion`` prints
+shell completion scripts. A command's module is imported only when the command runs.
 """
 
 from __future__ import annotations

@@ -1,90 +1,109 @@
-"""The maintenance commands: ``compact-manifests``, ``expire``, ``remove-orphans`` (Iceberg in ``iceberg.py``).
+"""The maintenance commands: ``compact-manifests``, ``expire``, ``remove-orphans``, on either format.
 
-A Paimon table given a flag only Iceberg tables take is refused rather than the flag ignored.
+Each opens its table through the facade (:func:`~airflow_lakeformat.cli.tables.open_command_table`, which
+calls ``core.tables.open_table``) and calls ``table.maintenance.*``, the API the Python user and the
+operators call; the result's ``to_json()`` and ``summary()`` are printed by ``output.finish``. This module
+imports no format module.
+
+A flag only one format takes (:data:`ONLY_FOR`) given for a table of the other format is a usage mistake
+(exit 2) named by its flag, rather than ignored. The dry-run rule is the facade's: ``expire`` and
+``remove-orphans`` are dry runs unless ``--apply``; ``compact-manifests`` commits unless ``--dry-run``.
+
+Example:
+    >>> from airflow_lakeformat.cli import main
+    >>> main(["expire", "/wh/db.db/t", "--older-than", "7d", "--apply"])  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
-from airflow_lakeformat.cli import iceberg
-from airflow_lakeformat.cli.output import emit_json, print_outcome
-from airflow_lakeformat.cli.tables import open_iceberg, open_paimon
+from airflow_lakeformat.cli.output import finish
+from airflow_lakeformat.cli.tables import open_command_table
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.errors import UsageError
-from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
-from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import Mode
-from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import (
-    compact_manifests as compact_paimon_manifests,
-)
-from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN, remove_orphan_files
 
-_EXPIRE_ICEBERG_ONLY = ("retain_last", "snapshot_id", "clean_expired_metadata")
-_ORPHAN_ICEBERG_ONLY = ("report", "equal_scheme", "equal_authority", "prefix_mismatch", "max_listed")
+#: command -> format -> the destinations of the flags only that format takes.
+ONLY_FOR: dict[str, dict[str, tuple[str, ...]]] = {
+    "expire": {
+        "iceberg": ("retain_last", "snapshot_id", "clean_expired_metadata"),
+        "paimon": ("retain_max", "max_deletes"),
+    },
+    "remove-orphans": {"iceberg": ("equal_scheme", "equal_authority", "prefix_mismatch")},
+}
+
+
+def refuse_other_format_flags(args: argparse.Namespace, table_format: str) -> None:
+    """A flag of the other format given: a usage mistake named by its flag (an ISO ``--older-than`` on a
+    Paimon table is refused by the facade, which knows which format takes a timestamp)."""
+    for fmt, names in ONLY_FOR.get(args.command, {}).items():
+        given = [f"--{n.replace('_', '-')}" for n in names if getattr(args, n, None) not in (None, False)]
+        if fmt != table_format and given:
+            raise UsageError(f"{', '.join(given)}: only for {fmt.capitalize()} tables")
 
 
 def compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
-    if (table_ := open_iceberg(args)) is not None:
-        return iceberg.compact_manifests(table_, args, out)
-    table = open_paimon(args)
-    mode: Mode = "minor" if args.minor else "full"
-    result = compact_paimon_manifests(table, mode, dry_run=args.dry_run)
-    if args.json:
-        emit_json({"table": table.uri, **result.to_json()}, out)
-        return
-    out.write(result.summary() + "\n")
+    """``compact-manifests [--full | --minor] [--dry-run]``: commits unless ``--dry-run``."""
+    table = open_command_table(args)
+    result = table.maintenance.compact_manifests("minor" if args.minor else "full", dry_run=args.dry_run)
+    finish(args.json, {"table": table.uri, **result.to_json()}, result.summary(), out)
 
 
 def expire(args: argparse.Namespace, out: TextIO) -> None:
-    if (table_ := open_iceberg(args)) is not None:
-        return iceberg.expire(table_, args, out)
-    _refuse_iceberg_only_expire_flags(args)
-    result = expire_snapshots(
-        open_paimon(args),
-        dry_run=args.dry_run,
-        retain_min=args.retain_min,
-        retain_max=args.retain_max,
-        older_than=args.older_than,
-        max_deletes=args.max_deletes,
-        progress=progress.for_stream(sys.stderr),
+    """``expire``: a dry run unless ``--apply``; Paimon's or Java Iceberg's rules, chosen by the facade."""
+    table = open_command_table(args)
+    refuse_other_format_flags(args, table.format)
+    retain_last, retain_min = getattr(args, "retain_last", None), args.retain_min
+    if retain_last is not None and retain_min is not None and retain_last != retain_min:
+        raise UsageError("--retain-last and --retain-min are the same setting for Iceberg tables: give one")
+    options = {
+        "older_than": args.older_than,
+        "retain_min": retain_min,
+        "retain_last": retain_last,
+        "retain_max": args.retain_max,
+        "max_deletes": args.max_deletes,
+        "snapshot_ids": args.snapshot_id,
+        "clean_expired_metadata": args.clean_expired_metadata or None,
+    }
+    result = table.maintenance.expire_snapshots(
+        dry_run=args.dry_run, progress=progress.for_stream(sys.stderr), **_given(options)
     )
-    document = result.to_json()
-    if args.json:
-        emit_json(document, out)
-        return
-    print_outcome(document, result.summary(), out)
+    finish(args.json, result.to_json(), result.summary(), out)
 
 
 def remove_orphans(args: argparse.Namespace, out: TextIO) -> None:
-    if (table_ := open_iceberg(args)) is not None:
-        return iceberg.remove_orphans(table_, args, out)
-    _refuse_iceberg_only_flags(args, _ORPHAN_ICEBERG_ONLY)
-    result = remove_orphan_files(
-        open_paimon(args),
-        dry_run=args.dry_run,
-        older_than=DEFAULT_OLDER_THAN if args.older_than is None else args.older_than,
-        allow_short_older_than=args.allow_short_older_than,
-        progress=progress.for_stream(sys.stderr),
+    """``remove-orphans``: a dry run unless ``--apply``; ``--report FILE`` on both formats."""
+    table = open_command_table(args)
+    refuse_other_format_flags(args, table.format)
+    options = {
+        "older_than": args.older_than,
+        "allow_short_older_than": args.allow_short_older_than or None,
+        "equal_schemes": _pairs(args.equal_scheme, "--equal-scheme") or None,
+        "equal_authorities": _pairs(args.equal_authority, "--equal-authority") or None,
+        "prefix_mismatch": args.prefix_mismatch,
+        "report": args.report,
+    }
+    result = table.maintenance.remove_orphan_files(
+        dry_run=args.dry_run, progress=progress.for_stream(sys.stderr), **_given(options)
     )
-    document = result.to_json()
-    if args.json:
-        emit_json(document, out)
-        return
-    print_outcome(document, result.summary(), out)
+    if args.max_listed is not None:
+        result.sample_limit = args.max_listed
+    finish(args.json, result.to_json(), result.summary(), out)
 
 
-def _refuse_iceberg_only_flags(args: argparse.Namespace, names: tuple[str, ...]) -> None:
-    given = [f"--{name.replace('_', '-')}" for name in names if getattr(args, name, None)]
-    if given:
-        raise UsageError(f"{', '.join(given)}: only for Iceberg tables")
+def _given(options: dict[str, Any]) -> dict[str, Any]:
+    """The options the user gave: a format's facade method takes only its own, and defaults the rest."""
+    return {name: value for name, value in options.items() if value is not None}
 
 
-def _refuse_iceberg_only_expire_flags(args: argparse.Namespace) -> None:
-    """An Iceberg-only ``expire`` flag or an ISO timestamp for ``--older-than``."""
-    _refuse_iceberg_only_flags(args, _EXPIRE_ICEBERG_ONLY)
-    if isinstance(getattr(args, "older_than", None), str):
-        raise UsageError(
-            "--older-than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
-        )
+def _pairs(values: list[str] | None, flag: str) -> dict[str, str]:
+    """``FROM=TO`` pairs of ``--equal-scheme``/``--equal-authority`` (a malformed one: a usage mistake)."""
+    pairs: dict[str, str] = {}
+    for value in values or []:
+        source, sep, target = value.partition("=")
+        if not sep or not source.strip() or not target.strip():
+            raise UsageError(f"{flag} {value!r} is not of the form FROM=TO")
+        pairs[source.strip()] = target.strip()
+    return pairs

@@ -1,7 +1,9 @@
 """How a ``lakeformat`` command prints: its one JSON document, a table of rows, a cell, a time.
 
-Every command's ``--json`` document goes through :func:`emit_json` (exactly one document on stdout); the
-text forms use :func:`print_rows`, :func:`cell` and :func:`format_time`.
+Every command's ``--json`` document goes through :func:`emit_json` (exactly one document on stdout; on an
+error :func:`error_document`); the commands that change a table end with :func:`finish` (the document, or
+the summary line with its decisions, warnings and a dry run's last line); the read commands' text forms use
+:func:`print_rows`, :func:`cell` and :func:`format_time`.
 """
 
 from __future__ import annotations
@@ -56,6 +58,26 @@ def format_time(millis: int | None) -> str:
     return datetime.fromtimestamp(millis / 1000, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
+DELETING_OPERATIONS = ("expire-snapshots", "remove-orphan-files")
+
+
+def finish(json_output: bool, document: dict[str, Any], summary: str, out: TextIO) -> None:
+    """The one output tail of every command that changes (or would change) a table: the JSON document with
+    ``--json``; else the summary line, each decision and warning indented, and for a dry run of a deleting
+    command the line saying nothing was deleted (:func:`dry_run_tail`).
+
+    Args:
+        json_output: the command's ``--json``.
+        document: the command's result document (its ``to_json()``).
+        summary: the one line saying what happened (usually ``result.summary()``).
+        out: stdout.
+    """
+    if json_output:
+        emit_json(document, out)
+        return
+    print_outcome(document, summary, out)
+
+
 def print_outcome(document: dict[str, Any], summary: str, out: TextIO) -> None:
     """A maintenance result as text: its summary, then each decision and warning indented, then (for a
     dry run of a deleting command) the line saying nothing was deleted."""
@@ -71,20 +93,29 @@ def dry_run_tail(document: dict[str, Any]) -> str | None:
     """The last line of a deleting command's dry run: nothing was deleted, what ``--apply`` would delete.
 
     Example:
-        >>> dry_run_tail({"dryRun": True, "files": {"data-file": 2}, "bytes": {"data-file": 2048}})
+        >>> dry_run_tail({"operation": "expire-snapshots", "dryRun": True, "files": {"data-file": 2}, "bytes": {"data-file": 2048}})
         'dry run: nothing was deleted; 2 files (2.0 KiB) would be deleted: re-run with --apply to delete them'
     """
     from airflow_lakeformat.core.maintenance.results import human_bytes
 
-    if not document.get("dryRun"):
+    if not document.get("dryRun") or document.get("operation") not in DELETING_OPERATIONS:
         return None
     files = sum((document.get("files") or {}).values())
     size = sum((document.get("bytes") or {}).values())
     if not files:
         return "dry run: nothing was deleted, and --apply would delete nothing now"
-    noun = "file" if files == 1 else "files"
     pronoun = "it" if files == 1 else "them"
     return (
-        f"dry run: nothing was deleted; {files} {noun} ({human_bytes(size)}) would be deleted: "
+        f"dry run: nothing was deleted; {plural(files, 'file')} ({human_bytes(size)}) would be deleted: "
         f"re-run with --apply to delete {pronoun}"
     )
+
+
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``1 file``, ``5 files``, ``0 files`` (``nouns`` for an irregular plural).
+
+    Example:
+        >>> plural(1, "snapshot"), plural(5, "snapshot"), plural(2, "entry", "entries")
+        ('1 snapshot', '5 snapshots', '2 entries')
+    """
+    return f"{count} {noun if count == 1 else (nouns or noun + 's')}"

@@ -37,12 +37,41 @@ def lazy_handler(name: str) -> Handler:
     return run
 
 
+EPILOG_FORMAT = "example:\n  {}"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The ``lakeformat`` parser: the top level, then each command group's commands.
+
+    Example:
+        >>> build_parser().parse_args(["expire", "/wh/db.db/t", "--apply"]).dry_run
+        False
+    """
     parser = argparse.ArgumentParser(
-        prog="lakeformat", description="Inspect and maintain Apache Paimon and Apache Iceberg tables."
+        prog="lakeformat",
+        description="Inspect and maintain Apache Paimon and Apache Iceberg tables.",
+        epilog="The commands that delete files (expire, remove-orphans) are dry runs unless --apply; "
+        "the ones that add files and commit (write, commit, compact-manifests) commit unless --dry-run.\n"
+        + EPILOG_FORMAT.format("lakeformat snapshots /wh/db.db/t"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    parser.add_argument("--debug", action="store_true", help="print a traceback on errors")
+    parser.add_argument("--debug", action="store_true", help="print a traceback on errors (default: off)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add = command_adder(sub, common_options())
+    add_read_commands(add)
+    add_maintenance_commands(add)
+    add_write_commands(add)
+    add_create_command(add)
+    add_completion_command(sub)
+    return parser
+
+
+Adder = Callable[[str, str, str, str], argparse.ArgumentParser]
+
+
+def common_options() -> argparse.ArgumentParser:
+    """The options every table command takes: the table, how to open it, and the output."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "table",
@@ -54,118 +83,167 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("paimon", "iceberg"),
         help="the table format (default: detected: Paimon has snapshot/ and schema/, Iceberg metadata/*.metadata.json)",
     )
-    common.add_argument("--catalog", metavar="NAME", help="an Iceberg catalog from pyiceberg's configuration")
+    common.add_argument(
+        "--catalog", metavar="NAME", help="an Iceberg catalog from pyiceberg's configuration (default: none)"
+    )
     common.add_argument(
         "--catalog-property",
         action="append",
         metavar="KEY=VALUE",
-        help="an Iceberg catalog property as pyiceberg's load_catalog takes it (repeatable), e.g. "
-        "type=sql uri=sqlite:////path/catalog.db warehouse=file:///path",
+        help="an Iceberg catalog property as pyiceberg's load_catalog takes it (repeatable; default: none), "
+        "e.g. type=sql uri=sqlite:////path/catalog.db warehouse=file:///path",
     )
     common.add_argument(
         "--storage-option",
         action="append",
         metavar="KEY=VALUE",
-        help="fsspec storage option (repeatable); S3 also reads AWS_* variables and AWS_ENDPOINT_URL",
+        help="fsspec storage option (repeatable; default: none); S3 also reads AWS_* variables and "
+        "AWS_ENDPOINT_URL",
     )
-    common.add_argument("--branch", default="main", help="branch to read (default: main)")
-    common.add_argument("--json", action="store_true", help="print one JSON document")
+    common.add_argument("--branch", default="main", help="the Paimon branch (default: main)")
+    common.add_argument("--json", action="store_true", help="print one JSON document (default: text)")
     # Accepted after the command too; SUPPRESS keeps a --debug given before it.
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    return common
 
-    def add(name: str, handler: str, help_text: str) -> argparse.ArgumentParser:
-        p = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+
+def command_adder(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser], common: argparse.ArgumentParser
+) -> Adder:
+    """``add(name, handler, help, example)``: a command with the common options, its handler and an example."""
+
+    def add(name: str, handler: str, help_text: str, example: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(
+            name,
+            parents=[common],
+            help=help_text,
+            description=help_text,
+            epilog=EPILOG_FORMAT.format(example),
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
         p.set_defaults(func=lazy_handler(handler))
         return p
 
-    add("snapshots", "read:snapshots", "list snapshots with record and manifest counts")
-    files = add("files", "read:files", "list the live data files of a snapshot or tag (default: latest)")
+    return add
+
+
+def add_read_commands(add: Adder) -> None:
+    """``snapshots``, ``files``, ``manifests``, ``inspect``: they change nothing."""
+    add(
+        "snapshots",
+        "read:snapshots",
+        "list snapshots with record and manifest counts",
+        "lakeformat snapshots /wh/db.db/t --json",
+    )
+    files = add(
+        "files",
+        "read:files",
+        "list the live data files of a snapshot or tag (default: latest)",
+        "lakeformat files /wh/db.db/t --tag nightly",
+    )
     which = files.add_mutually_exclusive_group()
-    which.add_argument("--snapshot", type=int, metavar="ID")
-    which.add_argument("--tag", metavar="NAME")
-    which.add_argument("--ref", metavar="NAME", help="an Iceberg branch or tag")
-    manifests = add("manifests", "read:manifests", "list the data manifests of a snapshot (default: latest)")
-    manifests.add_argument("--snapshot", type=int, metavar="ID")
+    which.add_argument("--snapshot", type=int, metavar="ID", help=SNAPSHOT_HELP)
+    which.add_argument("--tag", metavar="NAME", help="a Paimon tag: its snapshot (default: the latest)")
+    which.add_argument("--ref", metavar="NAME", help="an Iceberg branch or tag (default: main)")
+    manifests = add(
+        "manifests",
+        "read:manifests",
+        "list the data manifests of a snapshot (default: latest)",
+        "lakeformat manifests /wh/db.db/t --snapshot 3",
+    )
+    manifests.add_argument("--snapshot", type=int, metavar="ID", help=SNAPSHOT_HELP)
     add(
         "inspect",
         "read:inspect",
         "summarize schema, options, snapshots, tags, consumers, files and manifests",
+        "lakeformat inspect s3://lake/db.db/t --storage-option endpoint_url=http://127.0.0.1:8333",
     )
+
+
+SNAPSHOT_HELP = "a snapshot id (default: the latest snapshot)"
+
+
+def add_maintenance_commands(add: Adder) -> None:
+    """``compact-manifests`` (commits unless --dry-run), ``expire`` and ``remove-orphans`` (dry runs unless
+    --apply)."""
     compact = add(
         "compact-manifests",
         "maintenance:compact_manifests",
-        "merge manifests: --full is Paimon's compact_manifest (default), --minor the ordinary policy",
+        "merge manifests and commit (unless --dry-run): --full is Paimon's compact_manifest and Java "
+        "Iceberg's rewrite_manifests (default), --minor the ordinary merge policy",
+        "lakeformat compact-manifests /wh/db.db/t --dry-run",
     )
     kind = compact.add_mutually_exclusive_group()
-    kind.add_argument("--full", action="store_true", help="forced full merge (default)")
-    kind.add_argument("--minor", action="store_true", help="the table's ordinary merge policy")
-    compact.add_argument("--dry-run", action="store_true", help="report what would be merged, write nothing")
-
-    expire = add("expire", "maintenance:expire", "expire old snapshots and delete the files only they used")
-    expire.add_argument(
-        "--retain-min", type=count, metavar="N", help="default: snapshot.num-retained.min (10)"
+    kind.add_argument("--full", action="store_true", help="forced full merge (the default)")
+    kind.add_argument("--minor", action="store_true", help="the table's ordinary merge policy (default: off)")
+    compact.add_argument(
+        "--dry-run", action="store_true", help="report what would be merged, write nothing (default: commit)"
     )
-    expire.add_argument("--retain-max", type=count, metavar="N", help="default: snapshot.num-retained.max")
-    expire.add_argument(
-        "--older-than",
-        type=older_than_argument,
-        metavar="DURATION",
-        help="Paimon: expire a snapshot only if its successor is older than this (default: snapshot.time-retained, "
-        "1 h); Iceberg: expire snapshots older than this duration or ISO-8601 timestamp (default: "
-        "history.expire.max-snapshot-age-ms, 5 d)",
+    expire = add(
+        "expire",
+        "maintenance:expire",
+        "expire old snapshots and delete the files only they used (a dry run unless --apply)",
+        "lakeformat expire /wh/db.db/t --older-than 7d --apply",
     )
-    expire.add_argument(
-        "--max-deletes",
-        type=count,
-        metavar="N",
-        help="snapshots per run (default: snapshot.expire.limit, 50)",
-    )
-    add_deleting_run_flags(expire)
     add_expire_arguments(expire)
+    add_deleting_run_flags(expire)
     orphans = add(
-        "remove-orphans", "maintenance:remove_orphans", "delete old files no snapshot, tag or changelog uses"
+        "remove-orphans",
+        "maintenance:remove_orphans",
+        "delete old files no snapshot, tag or changelog uses (a dry run unless --apply)",
+        "lakeformat remove-orphans /wh/db.db/t --older-than 3d --report orphans.jsonl --apply",
     )
-    orphans.add_argument(
-        "--older-than",
-        type=duration,
-        default=None,
-        metavar="DURATION",
-        help="only files older than this are candidates (default: Paimon 1 d, Iceberg 3 d; under 1 h "
-        "(Paimon) or 24 h (Iceberg) needs --allow-short-older-than)",
-    )
-    orphans.add_argument(
-        "--allow-short-older-than",
-        action="store_true",
-        help="accept --older-than under the floor (only when no writer is running)",
-    )
-    add_deleting_run_flags(orphans)
     add_orphan_arguments(orphans)
+    add_deleting_run_flags(orphans)
 
-    def add_commit_options(p: argparse.ArgumentParser) -> None:
-        p.add_argument(
-            "--overwrite", metavar="PARTITION_SPEC", help="replace the partitions k=v[,k=v] ('*' = all)"
-        )
-        p.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
-        p.add_argument(
-            "--commit-identifier", type=int, help="with the same --commit-user, a re-run never commits twice"
-        )
 
-    commit = add("commit", "write:commit", "commit Parquet files already written under the table's layout")
+def add_write_commands(add: Adder) -> None:
+    """``commit`` and ``write``: they add files and commit."""
+    commit = add(
+        "commit",
+        "write:commit",
+        "commit Parquet files already written under the table's layout",
+        "lakeformat commit /wh/db.db/t --add dt=2024-01-01/bucket-0/data-1.parquet",
+    )
     commit.add_argument(
         "--add", nargs="+", required=True, metavar="PATH", help="data files (relative to the table)"
     )
     add_commit_options(commit)
     write = add(
-        "write", "write:write", "write rows from a Parquet, CSV or JSON-lines file into the table and commit"
+        "write",
+        "write:write",
+        "write rows from a Parquet, CSV or JSON-lines file into the table and commit",
+        "lakeformat write /wh/db.db/t --from rows.csv --overwrite dt=2024-01-01",
     )
-    write.add_argument("--from", dest="source", required=True, metavar="FILE")
+    write.add_argument(
+        "--from", dest="source", required=True, metavar="FILE", help="a *.parquet, *.csv or *.jsonl file"
+    )
     add_commit_options(write)
+
+
+def add_commit_options(p: argparse.ArgumentParser) -> None:
+    """The options of a commit: partition overwrite, commit user and identifier."""
+    p.add_argument(
+        "--overwrite",
+        metavar="PARTITION_SPEC",
+        help="replace the partitions k=v[,k=v] ('*' = all) (default: append)",
+    )
+    p.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
+    p.add_argument(
+        "--commit-identifier",
+        type=int,
+        help="Paimon: with the same --commit-user, a re-run never commits twice (default: one batch id)",
+    )
+
+
+def add_create_command(add: Adder) -> None:
+    """``create-table``."""
     create = add(
         "create-table",
         "create:create_table",
         "create a Paimon table (schema/schema-0), or an Iceberg table (format v2) with --format iceberg or a "
         "catalog: namespace.table in the catalog, else a Hadoop-layout table at the path",
+        "lakeformat create-table /wh/db.db/t --schema schema.json --partition-keys dt --primary-keys dt,id",
     )
     create.add_argument(
         "--schema",
@@ -176,21 +254,35 @@ def build_parser() -> argparse.ArgumentParser:
     create.add_argument(
         "--partition-keys",
         metavar="A,B",
-        help="partition columns; Iceberg also takes transforms: years(ts) months(ts) days(ts) hours(ts) "
-        "bucket(16, id) truncate(4, name)",
+        help="partition columns (default: none); Iceberg also takes transforms: years(ts) months(ts) "
+        "days(ts) hours(ts) bucket(16, id) truncate(4, name)",
     )
     create.add_argument(
         "--primary-keys",
         metavar="A,B",
-        help="Paimon primary keys; Iceberg identifier fields (NOT NULL columns)",
+        help="Paimon: the primary key columns, which must include the partition keys; Iceberg: the "
+        "identifier fields (NOT NULL columns) (default: none, an append table)",
     )
     create.add_argument(
         "--option",
         action="append",
         metavar="KEY=VALUE",
-        help="table option; Iceberg table property, format-version=1|2 (repeatable)",
+        help="table option; Iceberg table property, format-version=1|2 (repeatable; default: none)",
     )
-    return parser
+
+
+def add_completion_command(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``completion bash|zsh``: a completion script generated from this parser (no table involved)."""
+    completion = sub.add_parser(
+        "completion",
+        help="print a shell completion script (bash or zsh)",
+        description="print a shell completion script generated from lakeformat's commands and options",
+        epilog=EPILOG_FORMAT.format('eval "$(lakeformat completion bash)"'),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    completion.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
+    completion.set_defaults(func=lazy_handler("completion:completion"), json=False)
 
 
 def count(text: str) -> int:
@@ -261,7 +353,36 @@ def add_deleting_run_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_expire_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``expire`` flags that only Iceberg tables take (Java's ``expire_snapshots`` arguments)."""
+    """The ``expire`` flags: Paimon's ``expire_snapshots`` settings and Java Iceberg's procedure arguments."""
+    parser.add_argument(
+        "--retain-min",
+        type=count,
+        metavar="N",
+        help="keep at least N snapshots (default: the table's snapshot.num-retained.min, 10); for Iceberg "
+        "tables the same as --retain-last",
+    )
+    parser.add_argument(
+        "--retain-max",
+        type=count,
+        metavar="N",
+        help="Paimon: keep at most N snapshots (default: the table's snapshot.num-retained.max, unlimited)",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=older_than_argument,
+        metavar="DURATION",
+        help="Paimon: expire a snapshot only if its successor is older than this (default: "
+        "snapshot.time-retained, 1 h); Iceberg: expire snapshots older than this duration or ISO-8601 "
+        "timestamp (default: history.expire.max-snapshot-age-ms, 5 d). A duration needs a unit: 30 min, "
+        "12 h, 7d",
+    )
+    parser.add_argument(
+        "--max-deletes",
+        type=count,
+        metavar="N",
+        help="Paimon: expire at most N snapshots per run (it counts snapshots, not files; default: "
+        "snapshot.expire.limit, 50)",
+    )
     parser.add_argument(
         "--retain-last",
         type=count,
@@ -274,21 +395,42 @@ def add_expire_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         action="append",
         metavar="ID",
-        help="Iceberg: expire this snapshot too, in addition to the age rule (repeatable)",
+        help="Iceberg: expire this snapshot too, in addition to the age rule (repeatable; default: none)",
     )
     parser.add_argument(
         "--clean-expired-metadata",
         action="store_true",
-        help="Iceberg: also remove partition specs and schemas no remaining snapshot uses",
+        help="Iceberg: also remove partition specs and schemas no remaining snapshot uses (default: off)",
     )
 
 
 def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``remove-orphans`` flags that only Iceberg tables take (Java's procedure arguments)."""
+    """The ``remove-orphans`` flags: the age rule, the report, and Java Iceberg's procedure arguments."""
+    parser.add_argument(
+        "--older-than",
+        type=duration,
+        default=None,
+        metavar="DURATION",
+        help="only files older than this are candidates (default: Paimon 1 d, Iceberg 3 d; under 1 h "
+        "(Paimon) or 24 h (Iceberg) needs --allow-short-older-than)",
+    )
+    parser.add_argument(
+        "--allow-short-older-than",
+        action="store_true",
+        help="accept --older-than under the floor, only when no writer is running (default: refused)",
+    )
     parser.add_argument(
         "--report",
         metavar="FILE",
-        help="Iceberg: write every deleted (dry run: would-be-deleted) path and why, one JSON line each",
+        help="write every deleted (dry run: would-be-deleted) path and why, one JSON line each "
+        "(default: no report)",
+    )
+    parser.add_argument(
+        "--max-listed",
+        type=count,
+        default=None,
+        metavar="N",
+        help="how many orphan paths the output lists (default: 1000; --report has them all)",
     )
     parser.add_argument(
         "--equal-scheme",
@@ -300,19 +442,12 @@ def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
         "--equal-authority",
         action="append",
         metavar="FROM=TO",
-        help="Iceberg: authorities (buckets, name nodes) naming the same store (repeatable)",
+        help="Iceberg: authorities (buckets, name nodes) naming the same store (repeatable; default: none)",
     )
     parser.add_argument(
         "--prefix-mismatch",
         choices=("error", "ignore"),
         default=None,
         help="Iceberg: a listed file valid under another scheme or authority aborts the run (error, "
-        "default) or is kept (ignore); it is never deleted",
-    )
-    parser.add_argument(
-        "--max-listed",
-        type=count,
-        default=None,
-        metavar="N",
-        help="Iceberg: how many orphan paths --json lists (default 1000; --report has them all)",
+        "the default) or is kept (ignore); it is never deleted",
     )

@@ -1,16 +1,26 @@
-"""Which table a command names: an Iceberg table (a catalog, a metadata file, a detected layout) or Paimon.
+"""Which table a command names: the one place that maps a command's flags to ``open_table`` arguments.
 
-:func:`open_iceberg` decides whether a command's TABLE is an Iceberg table: ``--format iceberg``, a
-catalog (``--catalog NAME`` from pyiceberg's own configuration, or ``--catalog-property KEY=VALUE``), a
-``*.metadata.json`` path, or a table root whose ``metadata/`` holds ``*.metadata.json`` files
-(:func:`~airflow_lakeformat.core.formats.detect_format`). Anything else stays a Paimon table
-(:func:`open_paimon`).
+:func:`open_args` turns ``TABLE``, ``--format``, ``--catalog NAME``, ``--catalog-property KEY=VALUE``,
+``--storage-option KEY=VALUE`` and ``--branch`` into the keyword arguments of
+:func:`airflow_lakeformat.core.tables.open_table`, which picks the format (a catalog implies Iceberg; else
+the files decide: Paimon has ``snapshot/`` and ``schema/``, Iceberg ``metadata/*.metadata.json``).
+:func:`open_command_table` opens it and returns the facade's table (``.format``, ``.uri``,
+``.maintenance``). ``--branch`` names a Paimon branch; on an Iceberg table it is a usage mistake (its
+branches and tags are read with ``files --ref NAME``), refused rather than ignored.
+
+:func:`open_iceberg`, :func:`open_paimon` and :func:`selected_snapshot` serve the read commands
+(``read.py``), which still take the formats' own table objects.
+
+Example:
+    >>> open_args(argparse.Namespace(table="db.t", format=None, catalog="prod", catalog_property=None,
+    ...                              storage_option=None, branch="main"))
+    {'format': None, 'storage_options': {}, 'catalog': 'prod', 'catalog_properties': None, 'branch': 'main'}
 """
 
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.core.errors import UsageError
 from airflow_lakeformat.core.formats import detect_format
@@ -20,6 +30,7 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.snapshot import Snapshot
     from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 
 def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
@@ -33,34 +44,74 @@ def catalog_properties(args: argparse.Namespace) -> dict[str, str]:
     return properties
 
 
-def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
-    """The command's table as an Iceberg table, or None when it is a Paimon table."""
-    fmt = getattr(args, "format", None)
-    if fmt == "paimon":
-        return None
+def open_args(args: argparse.Namespace) -> dict[str, Any]:
+    """The keyword arguments of ``open_table`` (all but the table itself) that the command's flags give.
+
+    Args:
+        args: The parsed arguments (``format``, ``catalog``, ``catalog_property``, ``storage_option``,
+            ``branch``).
+
+    Raises:
+        UsageError: a malformed ``--catalog-property``, or ``--format paimon`` with a catalog flag.
+    """
     properties = catalog_properties(args)
     catalog = getattr(args, "catalog", None)
-    storage = parse_storage_options(args.storage_option)
-    explicit = fmt == "iceberg" or catalog or properties
-    if not explicit and detect_format(args.table, storage_options=storage) != "iceberg":
-        return None
-    if getattr(args, "branch", "main") != "main":
+    fmt = getattr(args, "format", None)
+    if fmt == "paimon" and (catalog or properties):
         raise UsageError(
-            f"--branch {args.branch}: a Paimon option; an Iceberg table's branches and tags are read "
+            "--format paimon cannot take --catalog/--catalog-property: catalogs hold Iceberg tables"
+        )
+    return {
+        "format": fmt,
+        "storage_options": parse_storage_options(getattr(args, "storage_option", None)),
+        "catalog": catalog,
+        "catalog_properties": properties or None,
+        "branch": getattr(args, "branch", "main"),
+    }
+
+
+def open_command_table(args: argparse.Namespace) -> PaimonTable | IcebergLakeTable:
+    """The command's table through the facade (``open_table``): either format, picked once there.
+
+    Raises:
+        UsageError: ``--branch`` on an Iceberg table (refused, not ignored), or a malformed flag.
+        TableNotFoundError / UnknownTableFormatError: no table of either format at the path.
+
+    Example:
+        >>> open_command_table(build_parser().parse_args(["expire", "/wh/db.db/t"])).format  # doctest: +SKIP
+        'paimon'
+    """
+    from airflow_lakeformat.core.tables import open_table
+
+    options = open_args(args)
+    table = open_table(args.table, **options)
+    # A format branch kept here (the only one of the opening): open_table ignores a branch for Iceberg,
+    # whose refs are chosen per read; the CLI must not ignore a flag the user gave.
+    if table.format == "iceberg" and options["branch"] != "main":
+        raise UsageError(
+            f"--branch {options['branch']}: a Paimon option; an Iceberg table's branches and tags are read "
             "with files --ref NAME"
         )
-    from airflow_lakeformat.core.iceberg.catalog.catalog import open_table
+    return table
 
-    return open_table(
-        args.table,
-        catalog_name=catalog,
-        catalog_properties=properties or None,
-        storage_options=storage,
-    )
+
+def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
+    """The command's table as an Iceberg table, or None when it is a Paimon table (for ``read.py``)."""
+    options = open_args(args)
+    if options["format"] == "paimon":
+        return None
+    explicit = options["format"] == "iceberg" or options["catalog"] or options["catalog_properties"]
+    storage = options["storage_options"]
+    if not explicit and detect_format(args.table, storage_options=storage) != "iceberg":
+        return None
+    from airflow_lakeformat.core.tables import IcebergLakeTable
+
+    table = open_command_table(args)
+    return table.native if isinstance(table, IcebergLakeTable) else None
 
 
 def open_paimon(args: argparse.Namespace) -> Table:
-    """The command's table as a Paimon table, on ``--branch``."""
+    """The command's table as a Paimon table, on ``--branch`` (for ``read.py``)."""
     from airflow_lakeformat.core.paimon.table import Table
 
     return Table.open(args.table, parse_storage_options(args.storage_option), branch=args.branch)

@@ -346,13 +346,15 @@ def no_table_cases(rec: Recorder, tmp: Path) -> None:
     """Every command but create-table on a missing path (required options get a dummy), and two more."""
     (tmp / "empty").mkdir()
     for name, sub in _subparsers(cli.build_parser()).choices.items():
-        if name == "create-table":
+        if name in ("create-table", "completion"):
             continue
         required = [a.option_strings[-1] for a in sub._actions if a.required and a.option_strings]
         dummies = [part for flag in required for part in (flag, "{TMP}/rows.parquet")]
         rec.run("no table", name, "{TMP}/missing", *dummies, "--json")
     rec.run("no table", "snapshots", "{TMP}/missing", "--format", "iceberg", "--json")
     rec.run("no table", "snapshots", "{TMP}/empty", "--json")
+    rec.run("completion", "completion", "bash")
+    rec.run("completion", "completion", "fish")
 
 
 def record_everything(sample: Path, tmp: Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -38,7 +39,9 @@ def is_heavy(module: str) -> bool:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--version"], ["--help"], ["expire", "--help"]], ids=["version", "help", "command-help"]
+    "argv",
+    [["--version"], ["--help"], ["expire", "--help"], ["completion", "bash"]],
+    ids=["version", "help", "command-help", "completion"],
 )
 def test_the_parser_alone_imports_nothing_heavy(argv: list[str]) -> None:
     heavy = [m for m in loaded_modules(argv) if is_heavy(m)]
@@ -49,3 +52,41 @@ def test_the_check_sees_a_heavy_import() -> None:
     """The same check after running a command's module: it would catch a regression."""
     modules = loaded_modules(["snapshots", "/nonexistent/lakeformat-startup-table"])
     assert any(is_heavy(m) for m in modules)
+
+
+COMPLETE = """
+source "$1"
+COMP_WORDS=($2)
+COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 ))
+_lakeformat
+printf '%s\\n' "${COMPREPLY[@]}"
+"""
+
+
+def completions(script: str, line: str) -> list[str]:
+    """What bash's completion function offers for the last word of ``line`` (as COMP_WORDS sets it)."""
+    run = subprocess.run(
+        ["bash", "-c", COMPLETE, "complete", script, line], capture_output=True, text=True, check=True
+    )
+    return run.stdout.split()
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh"])
+def test_completion_scripts_come_from_the_parser(tmp_path: Path, shell: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "airflow_lakeformat.cli", "completion", shell],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "_lakeformat()" in run.stdout and "complete -o default -F _lakeformat lakeformat" in run.stdout
+    if shell == "zsh":
+        assert "bashcompinit" in run.stdout
+        return
+    script = tmp_path / "lakeformat.bash"
+    script.write_text(run.stdout)
+    assert completions(str(script), "lakeformat ex") == ["expire"]
+    assert completions(str(script), "lakeformat expire /wh/t --ap") == ["--apply"]
+    assert completions(str(script), "lakeformat files /wh/t --format ice") == ["iceberg"]
+    assert "--retain-min" in completions(str(script), "lakeformat expire /wh/t --")
+    assert "--retain-min" not in completions(str(script), "lakeformat files /wh/t --")

@@ -89,7 +89,7 @@ def test_branch_on_an_iceberg_table_is_refused_not_ignored(iceberg_table: str) -
 
 def test_a_flag_of_the_other_format_is_a_usage_mistake(sample_tables: Path, iceberg_table: str) -> None:
     code, _, err = run(
-        "remove-orphans", str(sample_tables / "append_tbl"), "--report", "r.jsonl", "--dry-run"
+        "remove-orphans", str(sample_tables / "append_tbl"), "--equal-scheme", "s3a=s3", "--dry-run"
     )
     assert code == cli.EXIT_USAGE and "only for Iceberg tables" in error_line(err)
     code, _, err = run("expire", iceberg_table, "--max-deletes", "3", "--dry-run")
