@@ -309,3 +309,83 @@ def test_unknown_options_are_refused_before_the_table_is_read(tmp_path) -> None:
     empty = create_table("hadoop", 2, tmp_path, name="empty")
     with pytest.raises(UsageError, match="Cannot use options"):
         plan_data_compaction(empty, {"target-file-size": "1"})
+
+
+# --- rewriting a group: the live rows, deletes applied, in new files of the group's partition ----------------
+
+import datetime  # noqa: E402
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from pyiceberg.manifest import DataFileContent  # noqa: E402
+
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import rewrite_group  # noqa: E402
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path  # noqa: E402
+from airflow_lakeformat.core.iceberg.write import write  # noqa: E402
+from tests.iceberg.helpers import commit_delete_files, data_file, local_path, write_parquet  # noqa: E402
+from tests.iceberg.scenarios import rows  # noqa: E402
+
+
+def _small_files_with_deletes(tmp_path):
+    """Five one-commit files in partition a (ids 0..9), then a position delete of the first file's row 0 and
+    an equality delete of id 7; one file in partition b."""
+    table = create_table("hadoop", 2, tmp_path)
+    day = datetime.date(2024, 1, 1)
+    for first in range(0, 10, 2):
+        write.append(table, rows([first, first + 1], "a", day))
+    write.append(table, rows([100], "b", day))
+    groups = plan_data_compaction(table, {"rewrite-all": "true"}).groups
+    first_file = min((c for g in groups if g.partition == ("a",) for c in g.files), key=lambda c: c.path)
+    head_row = pq.read_table(local_path(first_file.path)).column("id")[0].as_py()
+    pos = write_parquet(
+        tmp_path / "landing" / "pos.parquet",
+        pa.table({"file_path": [first_file.path], "pos": pa.array([0], pa.int64())}),
+    )
+    eq = write_parquet(tmp_path / "landing" / "eq.parquet", pa.table({"id": pa.array([7], pa.int64())}))
+    pyt = table.table
+    commit_delete_files(table, [data_file(pyt, pos, ("a",), content=DataFileContent.POSITION_DELETES)])
+    commit_delete_files(
+        table, [data_file(pyt, eq, ("a",), content=DataFileContent.EQUALITY_DELETES, equality_ids=[1])]
+    )
+    return table, head_row
+
+
+def test_rewriting_a_group_keeps_exactly_the_live_rows_in_the_groups_partition(tmp_path) -> None:
+    table, deleted_by_position = _small_files_with_deletes(tmp_path)
+    plan = plan_data_compaction(table, {"min-input-files": "2"})
+    assert [g.partition for g in plan.groups] == [("a",)]  # b's lone file is not worth a rewrite
+    group = plan.groups[0]
+    assert len(group.files) == 5 and set(group.delete_files) and plan.delete_files_applied == 2
+    head = table.snapshot(ref="main")
+    needed = [c.path for c in group.files] + list(group.delete_files)
+    result = rewrite_group(table, group, data_files_by_path(table, head, needed))
+    assert len(result.outputs) == 1 == group.expected_output_files
+    out = result.outputs[0]
+    written = pq.read_table(local_path(out.file_path))
+    assert sorted(written.column("id").to_pylist()) == sorted(set(range(10)) - {deleted_by_position, 7})
+    assert set(written.column("cat").to_pylist()) == {"a"}
+    assert (result.rows_read, result.rows_written) == (10, 8) and out.record_count == 8
+    assert out.partition[0] == "a" and out.spec_id == table.metadata.default_spec_id
+    assert "/cat=a/" in out.file_path  # laid out under its partition, as Java's writers do
+    # the footer carries Iceberg field ids, so Java and pyiceberg read the columns by id
+    field_ids = [f.metadata[b"PARQUET:field_id"] for f in pq.read_schema(local_path(out.file_path))]
+    assert field_ids == [b"1", b"2", b"3", b"4"]
+    assert out.lower_bounds and out.value_counts  # statistics from the footer
+
+
+def test_a_group_over_the_split_size_rolls_into_several_files_every_row_in_exactly_one(tmp_path) -> None:
+    table, deleted_by_position = _small_files_with_deletes(tmp_path)
+    everything = plan_data_compaction(table, {"rewrite-all": "true"}).groups
+    size = sum(c.file_size for g in everything if g.partition == ("a",) for c in g.files)
+    options = {"min-input-files": "2", "target-file-size-bytes": str(size // 3)}
+    group = next(g for g in plan_data_compaction(table, options).groups if g.partition == ("a",))
+    assert group.split_size < group.input_bytes  # the read is split: more than one output file
+    head = table.snapshot(ref="main")
+    needed = [c.path for c in group.files] + list(group.delete_files)
+    result = rewrite_group(table, group, data_files_by_path(table, head, needed))
+    assert len(result.outputs) >= 2 and len(set(result.locations)) == len(result.outputs)
+    ids = [
+        i for out in result.outputs for i in pq.read_table(local_path(out.file_path)).column("id").to_pylist()
+    ]
+    assert sorted(ids) == sorted(set(range(10)) - {deleted_by_position, 7})
+    assert sum(out.record_count for out in result.outputs) == len(ids)

@@ -23,8 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from pyiceberg.manifest import ManifestContent
+from pyiceberg.manifest import DataFile, ManifestContent
 
+from airflow_lakeformat.core.errors import CorruptMetadataError
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_deletes import DeleteEntry, DeleteIndex
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import CompactionCandidate
 from airflow_lakeformat.core.iceberg.metadata.entries import (
@@ -141,3 +142,27 @@ def position_delete_targets(table: IcebergTable, snapshot: Snapshot) -> dict[str
             if lower is not None and lower == upper:
                 targets[data_file.file_path] = bytes(lower).decode("utf-8")
     return targets
+
+
+def data_files_by_path(table: IcebergTable, snapshot: Snapshot, paths: Iterable[str]) -> dict[str, DataFile]:
+    """pyiceberg ``DataFile`` records of the given live data and delete files of ``snapshot``, by path.
+
+    Reads (fully) only the manifests that hold one of them: those the live-file rows name for data files, and
+    every delete manifest.
+
+    Raises:
+        CorruptMetadataError: a path is not a live file of the snapshot (the plan does not match it).
+    """
+    wanted = set(paths)
+    holders = {f.manifest_path for f in live_files(table, snapshot) if f.path in wanted}
+    found: dict[str, DataFile] = {}
+    for manifest in read_manifests(table, snapshot):
+        if manifest.manifest_path not in holders and manifest.content != ManifestContent.DELETES:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.table.io, discard_deleted=True):
+            if entry.data_file.file_path in wanted:
+                found[entry.data_file.file_path] = entry.data_file
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise CorruptMetadataError(missing[0], f"not a live file of snapshot {snapshot.snapshot_id}")
+    return found

@@ -1,0 +1,243 @@
+"""Rewriting one file group of an Iceberg data compaction: read with the deletes applied, write target-size files.
+
+Follows Java's ``SparkBinPackFileRewriteRunner`` (1.10.2) for a group of the current partition spec:
+
+1. **Read** each input file in record batches through pyiceberg's ``ArrowScan`` with the table's **current**
+   schema (columns matched by field id: renamed columns followed, added ones null, dropped ones gone) and its
+   position deletes applied; then drop the rows its **equality deletes** match (null-safe, on the equality
+   columns resolved by field id). Only live rows come out, one input file at a time (a group's rows are never all
+   in memory).
+2. **Write** Parquet files with field ids through pyiceberg's Parquet writer, rolling to a new file once about
+   ``split_size`` bytes of input (on-disk bytes, in proportion to the rows read) went into the current one, as
+   Java splits the group's read into ``expectedOutputFiles`` pieces; each output file's partition is the group's.
+3. **Describe** each output as a ``DataFile`` (statistics from the Parquet footer: counts, null counts, bounds).
+
+A group whose rows are all deleted writes no file. Groups of files from an older partition spec would need their
+rows re-partitioned by the current spec's transforms; they are refused (``UnsupportedFormatError``) until that
+lands. Nothing here commits: the files are new and unreferenced until the ``replace`` commit names them.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_lakeformat.core.errors import UnsupportedFormatError
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import CompactionCandidate, FileGroup
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionKey, PartitionSpec
+    from pyiceberg.schema import Schema
+
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+
+
+@dataclass
+class RewrittenFiles:
+    """What rewriting one group produced: new data files (not yet committed) and the rows they hold."""
+
+    group: FileGroup
+    outputs: list[DataFile] = field(default_factory=list)
+    # every location written, finished or not: what to discard when the group is not committed
+    locations: list[str] = field(default_factory=list)
+    rows_read: int = 0
+    rows_written: int = 0
+
+    @property
+    def rows_deleted(self) -> int:
+        return self.rows_read - self.rows_written
+
+
+class _PartitionPath:
+    """What pyiceberg's location provider asks of a partition key: its ``to_path()``."""
+
+    def __init__(self, spec: PartitionSpec, schema: Schema, values: tuple[Any, ...]) -> None:
+        from pyiceberg.typedef import Record
+
+        self._path = spec.partition_to_path(Record(*values), schema) if spec.fields else ""
+
+    def to_path(self) -> str:
+        return self._path
+
+
+def equality_delete_keys(
+    table: IcebergTable, delete_file: DataFile
+) -> tuple[list[str], set[tuple[Any, ...]]]:
+    """The current schema's names of an equality delete's columns, and the set of deleted key tuples."""
+    schema = table.metadata.schema()
+    ids = list(delete_file.equality_ids or [])
+    names = [schema.find_column_name(i) for i in ids]
+    if any(n is None for n in names):
+        raise UnsupportedFormatError(
+            delete_file.file_path, f"an equality column (field ids {ids}) is no longer in the table's schema"
+        )
+    with table.table.io.new_input(delete_file.file_path).open() as stream:
+        deletes = pq.read_table(stream)
+    by_id = {
+        int(f.metadata[b"PARQUET:field_id"]): f.name
+        for f in deletes.schema
+        if f.metadata and b"PARQUET:field_id" in f.metadata
+    }
+    columns = [by_id.get(i, name) for i, name in zip(ids, names, strict=True)]
+    missing = [c for c in columns if c not in deletes.column_names]
+    if missing:
+        raise UnsupportedFormatError(delete_file.file_path, f"equality delete file lacks columns {missing}")
+    values = zip(*(deletes.column(c).to_pylist() for c in columns), strict=True)
+    return cast("list[str]", names), set(values)
+
+
+def drop_deleted(
+    batch: pa.RecordBatch, deletes: Iterable[tuple[list[str], set[tuple[Any, ...]]]]
+) -> pa.RecordBatch:
+    """The rows of ``batch`` no equality delete matches (null matches null, as the spec says)."""
+    keep: list[bool] | None = None
+    for names, keys in deletes:
+        if not keys:
+            continue
+        rows = zip(*(batch.column(n).to_pylist() for n in names), strict=True)
+        matches = [row not in keys for row in rows]
+        keep = matches if keep is None else [a and b for a, b in zip(keep, matches, strict=True)]
+    return batch if keep is None else batch.filter(pa.array(keep, pa.bool_()))
+
+
+def read_live_rows(
+    table: IcebergTable,
+    candidate: CompactionCandidate,
+    files: Mapping[str, DataFile],
+    equality: Mapping[str, tuple[list[str], set[tuple[Any, ...]]]],
+) -> Iterator[pa.RecordBatch]:
+    """One input file's live rows in the current schema: position deletes applied by pyiceberg, equality here."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+    from pyiceberg.table import FileScanTask
+
+    positions = {files[d.path] for d in candidate.deletes if d.content == "position"}
+    task = FileScanTask(files[candidate.path], delete_files=positions)
+    scan = ArrowScan(table.metadata, table.table.io, table.metadata.schema(), AlwaysTrue())
+    applicable = [equality[d.path] for d in candidate.deletes if d.content == "equality"]
+    for batch in scan.to_record_batches([task]):
+        live = drop_deleted(batch, applicable)
+        if live.num_rows:
+            yield live
+
+
+class _RollingWriter:
+    """Parquet files of one partition, a new one after ``split_size`` bytes of input."""
+
+    def __init__(self, table: IcebergTable, partition: tuple[Any, ...], split_size: int) -> None:
+        from pyiceberg.io.pyarrow import ParquetFormatModel
+        from pyiceberg.table.locations import load_location_provider
+
+        metadata = table.metadata
+        self._table = table
+        self._model = ParquetFormatModel()
+        self._schema = metadata.schema()
+        self._spec = metadata.spec()
+        self._partition = partition
+        self._split_size = split_size
+        self._locations = load_location_provider(metadata.location, metadata.properties)
+        self._key = cast("PartitionKey", _PartitionPath(self._spec, self._schema, partition))
+        self._write_uuid = uuid.uuid4()
+        self._writer: Any = None
+        self._output: Any = None
+        self._input_bytes = 0.0
+        self.written: list[DataFile] = []
+        self.locations: list[str] = []
+
+    def write(self, batch: pa.RecordBatch, input_bytes: float) -> None:
+        from pyiceberg.io.pyarrow import _to_requested_schema
+
+        if self._writer is None:
+            self._open()
+        converted = _to_requested_schema(
+            self._schema, self._schema, batch, include_field_ids=True, format_model=self._model
+        )
+        self._writer.write(pa.Table.from_batches([converted]))
+        self._input_bytes += input_bytes
+        if self._input_bytes >= self._split_size:
+            self.close()
+
+    def _open(self) -> None:
+        name = f"{len(self.locations):05d}-0-{self._write_uuid}.parquet"
+        location = self._locations.new_data_location(data_file_name=name, partition_key=self._key)
+        self.locations.append(location)
+        self._output = self._table.table.io.new_output(location)
+        self._writer = self._model.create_writer(self._output, self._schema, self._table.metadata.properties)
+
+    def close(self) -> None:
+        """Finish the open file (if any) and describe it as a DataFile."""
+        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+        from pyiceberg.typedef import Record
+
+        if self._writer is None:
+            return
+        statistics = self._writer.close()
+        data_file = DataFile.from_args(
+            content=DataFileContent.DATA,
+            file_path=self._output.location,
+            file_format=FileFormat.PARQUET,
+            partition=Record(*self._partition),
+            file_size_in_bytes=len(self._output),
+            sort_order_id=None,
+            equality_ids=None,
+            key_metadata=None,
+            **statistics.to_serialized_dict(),
+        )
+        data_file.spec_id = self._spec.spec_id  # from_args does not take it (pyiceberg 0.12)
+        self.written.append(data_file)
+        self._writer = None
+        self._input_bytes = 0.0
+
+
+def rewrite_group(
+    table: IcebergTable,
+    group: FileGroup,
+    files: Mapping[str, DataFile],
+) -> RewrittenFiles:
+    """Read ``group``'s files with their deletes applied and write them as new files of the group's partition.
+
+    Args:
+        table: the table (its current schema, spec, properties and FileIO).
+        group: a planned group (``data_compaction_plan``) of the current spec.
+        files: the ``DataFile`` of every input and delete file of the group, by path (read from the manifests of
+            the starting snapshot).
+
+    Returns:
+        The new files (written, not committed) and row counts.
+
+    Raises:
+        UnsupportedFormatError: the group holds files of an older partition spec.
+    """
+    current = table.metadata.default_spec_id
+    if any(c.spec_id != current for c in group.files) and table.metadata.spec().fields:
+        raise UnsupportedFormatError(
+            table.name, "rewriting files of an older partition spec into the current one is not supported yet"
+        )
+    equality = {
+        d.path: equality_delete_keys(table, files[d.path])
+        for c in group.files
+        for d in c.deletes
+        if d.content == "equality"
+    }
+    result = RewrittenFiles(group)
+    writer = _RollingWriter(
+        table, group.partition if group.files[0].spec_id == current else (), group.split_size
+    )
+    try:
+        for candidate in group.files:
+            result.rows_read += candidate.record_count
+            bytes_per_row = candidate.file_size / max(1, candidate.record_count)
+            for batch in read_live_rows(table, candidate, files, equality):
+                result.rows_written += batch.num_rows
+                writer.write(batch, batch.num_rows * bytes_per_row)
+        writer.close()
+    finally:
+        result.outputs = writer.written
+        result.locations = writer.locations
+    return result
