@@ -66,8 +66,10 @@ from airflow_lakeformat.core.errors import (
 from airflow_lakeformat.core.iceberg.maintenance.expiry_commit import (
     ExpiryJournal,
     is_remote_catalog,
+    journal_finished,
     new_journal,
     read_journals,
+    remove_journals,
     stage_expiry,
     write_journal,
 )
@@ -98,7 +100,6 @@ from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 Clock = Callable[[], float]
 # (task, requests, the retained side as folded so far) -> the phase's report
 PhaseRunner = Callable[[str, list[DeleteRequest], RetainedSide], DeletionReport]
-STALE_JOURNAL_MS = 60 * 60 * 1000  # a journal whose snapshots are all still there, older than this: dead
 RECHECK_INTERVAL_SECONDS = 1.0
 CONTENT_KINDS = ("data-file", "position-delete-file", "equality-delete-file")
 PHASES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -138,18 +139,29 @@ def _journal_snapshots(journal: ExpiryJournal, gone: Iterable[int]) -> ExpiredIn
     )
 
 
-def _reachable_specs_and_schemas(
-    table: IcebergTable, metadata: Any, retained: Sequence[Any], reader: ReachabilityReader
+def _unused_specs_and_schemas(
+    options: IcebergExpiryOptions,
+    metadata: Any,
+    retained: Sequence[Any],
+    reader: ReachabilityReader,
+    decisions: list[str],
 ) -> tuple[list[int], list[int]]:
-    """Java's ``cleanExpiredMetadata``: specs and schemas no retained snapshot uses (default/current stay)."""
+    """Java's ``cleanExpiredMetadata``: specs and schemas no retained snapshot uses (default/current stay);
+    none unless the options ask for it."""
+    if not options.clean_expired_metadata:
+        return [], []
     specs = {metadata.default_spec_id}
     for rows in reader.manifests_of_many(retained):
         specs.update(row.spec_id for row in rows)
     schemas = {metadata.current_schema_id} | {s.schema_id for s in retained if s.schema_id is not None}
-    return (
-        sorted(s.spec_id for s in metadata.partition_specs if s.spec_id not in specs),
-        sorted(s.schema_id for s in metadata.schemas if s.schema_id not in schemas),
-    )
+    specs_removed = sorted(s.spec_id for s in metadata.partition_specs if s.spec_id not in specs)
+    schemas_removed = sorted(s.schema_id for s in metadata.schemas if s.schema_id not in schemas)
+    if specs_removed or schemas_removed:
+        decisions.append(
+            f"clean_expired_metadata: partition specs {specs_removed} and schemas {schemas_removed} "
+            "are used by no retained snapshot"
+        )
+    return specs_removed, schemas_removed
 
 
 def plan_snapshot_expiry(
@@ -204,51 +216,15 @@ def plan_snapshot_expiry(
     selection = select_expired(metadata, options, table.name)
     expired_set = set(selection.expired_ids)
     present = {s.snapshot_id for s in metadata.snapshots}
-    expired = [s for s in metadata.snapshots if s.snapshot_id in expired_set]
     retained = [s for s in metadata.snapshots if s.snapshot_id not in expired_set]
     decisions = list(selection.decisions)
-    warnings = list(selection.warnings)
-
     journals = read_journals(table.io, table.root, str(metadata.table_uuid))
-    inputs = [
-        ExpiredInputs(
-            snapshots=expired,
-            statistics={
-                s.statistics_path: s.file_size_in_bytes
-                for s in metadata.statistics
-                if s.snapshot_id in expired_set
-            },
-            partition_statistics={
-                s.statistics_path: s.file_size_in_bytes
-                for s in (metadata.partition_statistics or [])
-                if s.snapshot_id in expired_set
-            },
-            missing_ok=False,
-        )
-    ]
-    recovered = []
-    for journal in journals:
-        gone = [i for i in journal.snapshots if i not in present]
-        if gone:
-            inputs.append(_journal_snapshots(journal, gone))
-            recovered.append(journal.run_id)
-            decisions.append(
-                f"an earlier run ({journal.run_id}) expired {len(gone)} snapshot(s) and was interrupted "
-                "before finishing its deletes: their leftovers are deleted too"
-            )
+    inputs = [_expired_inputs(metadata, expired_set)]
+    recovered = _recover_journals(journals, present, inputs, decisions)
     reader = ReachabilityReader(table, loader=loader)
-    specs_removed: list[int] = []
-    schemas_removed: list[int] = []
-    if options.clean_expired_metadata:
-        specs_removed, schemas_removed = _reachable_specs_and_schemas(table, metadata, retained, reader)
-        if specs_removed or schemas_removed:
-            decisions.append(
-                f"clean_expired_metadata: partition specs {specs_removed} and schemas {schemas_removed} "
-                "are used by no retained snapshot"
-            )
+    specs_removed, schemas_removed = _unused_specs_and_schemas(options, metadata, retained, reader, decisions)
     retained_side = RetainedSide(table, reader, retained, metadata)
     result = deletion_requests(table, reader, inputs, retained_side, progress=progress)
-    warnings += result.warnings
     return IcebergExpiryPlan(
         table_name=table.name,
         table_uuid=str(metadata.table_uuid),
@@ -262,12 +238,47 @@ def plan_snapshot_expiry(
         schemas_removed=schemas_removed,
         deletions=result.requests,
         decisions=decisions,
-        warnings=warnings,
+        warnings=list(selection.warnings) + result.warnings,
         recovered_runs=recovered,
         journals=journals,
         reader=reader,
         unreachable_locations=result.locations,
     )
+
+
+def _expired_inputs(metadata: Any, expired_set: set[int]) -> ExpiredInputs:
+    """Step 2's expired side: the expired snapshots with their statistics and partition-statistics files."""
+    return ExpiredInputs(
+        snapshots=[s for s in metadata.snapshots if s.snapshot_id in expired_set],
+        statistics={
+            s.statistics_path: s.file_size_in_bytes
+            for s in metadata.statistics
+            if s.snapshot_id in expired_set
+        },
+        partition_statistics={
+            s.statistics_path: s.file_size_in_bytes
+            for s in (metadata.partition_statistics or [])
+            if s.snapshot_id in expired_set
+        },
+        missing_ok=False,
+    )
+
+
+def _recover_journals(
+    journals: Sequence[ExpiryJournal], present: set[int], inputs: list[ExpiredInputs], decisions: list[str]
+) -> list[str]:
+    """Add to ``inputs`` the snapshots of interrupted earlier runs that are gone from the table; their run ids."""
+    recovered = []
+    for journal in journals:
+        gone = [i for i in journal.snapshots if i not in present]
+        if gone:
+            inputs.append(_journal_snapshots(journal, gone))
+            recovered.append(journal.run_id)
+            decisions.append(
+                f"an earlier run ({journal.run_id}) expired {len(gone)} snapshot(s) and was interrupted "
+                "before finishing its deletes: their leftovers are deleted too"
+            )
+    return recovered
 
 
 # -- execution -----------------------------------------------------------------------------------
@@ -402,45 +413,78 @@ def execute_snapshot_expiry(
     reader = plan.reader or ReachabilityReader(table)
     refresh_if_changed(table)
     recheck(plan, table.metadata, table.name)
-    warnings: list[str] = []
-    journal: ExpiryJournal | None = None
-    committed = False
-    if not dry_run and plan.changes_metadata:
-        table.check_writable()
-        if plan.expired:
-            journal = new_journal(
-                table.io,
-                table.root,
-                now_ms=plan.options.now_ms,
-                metadata=table.metadata,
-                metadata_location=table.metadata_location,
-                expired_ids=plan.expired,
-            )
-            write_journal(table.io, journal)
-        try:
-            _commit(table, plan)
-        except (PlanOutdatedError, CommitConflictError, CommitRetriesExhaustedError, MaintenanceRefusedError):
-            if journal is not None:  # the commit definitely did not land
-                _remove_journals(table, [journal])
-            raise
-        # Anything else (CommitStateUnknownError, an interrupted process) keeps the journal: the next run
-        # finds out whether the commit landed.
-        committed = True
+    journal = _journal_and_commit(table, plan) if not dry_run and plan.changes_metadata else None
+    committed = not dry_run and plan.changes_metadata
 
     metadata = table.metadata
     present = {s.snapshot_id for s in metadata.snapshots}
-    requests = list(plan.deletions)
     simulated_gone = set(plan.expired) if dry_run else set()
     retained = RetainedSide(
         table, reader, [s for s in metadata.snapshots if s.snapshot_id not in simulated_gone], metadata
     )
-    # Journals of earlier runs whose snapshots only now left the table (their run raced with this one).
+    warnings: list[str] = []
+    requests = list(plan.deletions)
+    if not dry_run:
+        _add_late_requests(table, plan, reader, retained, present, requests, warnings, progress)
+    guard = _Recheck(table, retained, plan, dry_run)
+    report = _delete_in_phases(table, requests, guard, deleter, phase_runner, retained, dry_run)
+    if not dry_run:
+        finished = [j for j in plan.journals if journal_finished(j, present, plan.options.now_ms)]
+        remove_journals(table.io, ([journal] if journal else []) + finished)
+    return IcebergExpiryResult(
+        plan=plan,
+        report=report,
+        committed=committed,
+        metadata_location_after=table.metadata_location,
+        snapshots_after=len(metadata.snapshots) - (len(simulated_gone & present)),
+        kept_by_recheck=report.skipped_by_guard,
+        warnings=warnings,
+        duration_seconds=time.monotonic() - started,
+    )
+
+
+def _journal_and_commit(table: IcebergTable, plan: IcebergExpiryPlan) -> ExpiryJournal | None:
+    """Execute's step 2: write the run's journal, then commit; the journal (``None`` if nothing expires)."""
+    table.check_writable()
+    journal: ExpiryJournal | None = None
+    if plan.expired:
+        journal = new_journal(
+            table.io,
+            table.root,
+            now_ms=plan.options.now_ms,
+            metadata=table.metadata,
+            metadata_location=table.metadata_location,
+            expired_ids=plan.expired,
+        )
+        write_journal(table.io, journal)
+    try:
+        _commit(table, plan)
+    except (PlanOutdatedError, CommitConflictError, CommitRetriesExhaustedError, MaintenanceRefusedError):
+        if journal is not None:  # the commit definitely did not land
+            remove_journals(table.io, [journal])
+        raise
+    # Anything else (CommitStateUnknownError, an interrupted process) keeps the journal: the next run
+    # finds out whether the commit landed.
+    return journal
+
+
+def _add_late_requests(
+    table: IcebergTable,
+    plan: IcebergExpiryPlan,
+    reader: ReachabilityReader,
+    retained: RetainedSide,
+    present: set[int],
+    requests: list[DeleteRequest],
+    warnings: list[str],
+    progress: Progress,
+) -> None:
+    """Journals of earlier runs whose snapshots only now left the table (their run raced with this one)."""
     late = []
     for old in plan.journals:
         if old.run_id in plan.recovered_runs:
             continue
-        gone = [i for i in old.snapshots if i not in present and i not in simulated_gone]
-        if gone and not dry_run:
+        gone = [i for i in old.snapshots if i not in present]
+        if gone:
             late.append(_journal_snapshots(old, gone))
     if late:
         extra = deletion_requests(table, reader, late, retained, progress=progress)
@@ -448,7 +492,17 @@ def execute_snapshot_expiry(
         requests += [r for r in extra.requests if r.path not in known]
         warnings += extra.warnings
 
-    guard = _Recheck(table, retained, plan, dry_run)
+
+def _delete_in_phases(
+    table: IcebergTable,
+    requests: Sequence[DeleteRequest],
+    guard: _Recheck,
+    deleter: FileDeleter,
+    phase_runner: PhaseRunner | None,
+    retained: RetainedSide,
+    dry_run: bool,
+) -> DeletionReport:
+    """Execute's step 3: delete phase by phase in Java's order, re-checking before each phase and batch."""
     report = DeletionReport(dry_run=dry_run)
     phases = split_phases(requests)
     for task, _ in PHASES:
@@ -469,19 +523,7 @@ def execute_snapshot_expiry(
                 f"this phase was touched, re-run to finish (first: {part.failed[0].path}: {part.failed[0].error})",
                 report,
             )
-    if not dry_run:
-        finished = [j for j in plan.journals if _finished(j, present, plan.options.now_ms)]
-        _remove_journals(table, ([journal] if journal else []) + finished)
-    return IcebergExpiryResult(
-        plan=plan,
-        report=report,
-        committed=committed,
-        metadata_location_after=table.metadata_location,
-        snapshots_after=len(metadata.snapshots) - (len(simulated_gone & present)),
-        kept_by_recheck=report.skipped_by_guard,
-        warnings=warnings,
-        duration_seconds=time.monotonic() - started,
-    )
+    return report
 
 
 def split_phases(requests: Sequence[DeleteRequest]) -> dict[str, list[DeleteRequest]]:
@@ -494,21 +536,6 @@ def split_phases(requests: Sequence[DeleteRequest]) -> dict[str, list[DeleteRequ
             current = by_kind.get(request.kind, PHASES[-1][0])
         phases.setdefault(current, []).append(request)
     return phases
-
-
-def _finished(journal: ExpiryJournal, present: set[int], now_ms: int) -> bool:
-    """A journal this run has finished (its snapshots are gone), or a dead one (an old run whose commit
-    never landed: all its snapshots still there, written over an hour ago)."""
-    if any(i not in present for i in journal.snapshots):
-        return True
-    return now_ms - journal.created_ms > STALE_JOURNAL_MS
-
-
-def _remove_journals(table: IcebergTable, journals: Sequence[ExpiryJournal]) -> None:
-    if not journals:
-        return
-    deleter = FileDeleter(table.io, dry_run=False, max_attempts=3, concurrency=2)
-    deleter.delete(DeleteRequest("expiry-journal", j.path) for j in journals)
 
 
 def expire_snapshots(

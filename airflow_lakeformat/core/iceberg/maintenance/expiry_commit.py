@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -57,10 +57,12 @@ from pyiceberg.table.update import (
 
 from airflow_lakeformat.core.errors import CorruptMetadataError
 from airflow_lakeformat.core.io import FileIO
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, FileDeleter
 
 JOURNAL_PREFIX = ".lakeformat-expiry-"
 JOURNAL_SUFFIX = ".json"
 JOURNAL_VERSION = 1
+STALE_JOURNAL_MS = 60 * 60 * 1000  # a journal whose snapshots are all still there, older than this: dead
 
 
 class ExpireSnapshotsUpdate(RemoveSnapshotsUpdate):
@@ -282,13 +284,31 @@ def read_journals(io: FileIO, root: str, table_uuid: str) -> list[ExpiryJournal]
     return found
 
 
+def journal_finished(journal: ExpiryJournal, present: set[int], now_ms: int) -> bool:
+    """A journal this run has finished (its snapshots are gone), or a dead one (an old run whose commit
+    never landed: all its snapshots still there, written over an hour ago)."""
+    if any(i not in present for i in journal.snapshots):
+        return True
+    return now_ms - journal.created_ms > STALE_JOURNAL_MS
+
+
+def remove_journals(io: FileIO, journals: Sequence[ExpiryJournal]) -> None:
+    """Delete ``journals`` (three attempts each) through the one deletion module."""
+    if not journals:
+        return
+    deleter = FileDeleter(io, dry_run=False, max_attempts=3, concurrency=2)
+    deleter.delete(DeleteRequest("expiry-journal", j.path) for j in journals)
+
+
 __all__ = [
     "ExpireSnapshotsUpdate",
     "ExpiryJournal",
     "is_remote_catalog",
     "java_snapshot_log",
+    "journal_finished",
     "new_journal",
     "read_journals",
+    "remove_journals",
     "stage_expiry",
     "write_journal",
 ]

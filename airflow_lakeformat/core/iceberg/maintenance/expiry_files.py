@@ -166,13 +166,53 @@ def deletion_requests(
         MissingMetadataError, CorruptMetadataError: a manifest list or manifest of an input without
             ``missing_ok``, or of a retained snapshot, is missing or undecodable.
     """
-    io = table.io
-    out = Deletions()
-    seen: set[str] = set()
-    foreign: list[str] = []
-    lists: list[tuple[str, str]] = []
-    candidates: dict[str, tuple[ManifestRef, bool]] = {}  # location -> (row, missing_ok)
-    stats: list[tuple[str, str, int | None]] = []
+    builder = _DeletionBuilder(table.io, retained)
+    expired = _read_expired_side(table, reader, inputs, builder.out)
+    manifests: list[tuple[ManifestRef, bool, str]] = []
+    for loc, (row, missing_ok) in expired.manifests.items():
+        path = builder.resolve(loc)
+        if path is not None and not retained.reaches(path):
+            manifests.append((row, missing_ok, path))
+    content = _content_of(reader, manifests, builder, progress)
+    if content:
+        retained.need_content(progress)
+    for ref, path in content.values():
+        builder.add(ref.kind, path, ref.path, ref.file_size)
+    for row, _, path in manifests:
+        builder.add("manifest", path, row.path, row.length or None)
+    for kind, loc, size in expired.other_files(reader.sizes):
+        path = builder.resolve(loc)
+        if path is not None:
+            builder.add(kind, path, loc, size)
+    if builder.foreign:
+        builder.out.warnings.append(
+            f"{len(builder.foreign)} file(s) are on another store than the table's and are left alone, "
+            f"e.g. {builder.foreign[0]}"
+        )
+    return builder.out
+
+
+@dataclass
+class _ExpiredSide:
+    """What the expired inputs reach: manifest lists, manifests (with ``missing_ok``), statistics files."""
+
+    lists: list[str] = field(default_factory=list)
+    manifests: dict[str, tuple[ManifestRef, bool]] = field(
+        default_factory=dict
+    )  # location -> (row, missing_ok)
+    stats: list[tuple[str, str, int | None]] = field(default_factory=list)  # (kind, location, size)
+
+    def other_files(self, sizes: dict[str, int]) -> list[tuple[str, str, int | None]]:
+        """Manifest lists, then statistics files: ``(kind, location, size)``."""
+        return [("manifest-list", loc, sizes.get(loc)) for loc in self.lists] + self.stats
+
+
+def _read_expired_side(
+    table: IcebergTable, reader: ReachabilityReader, inputs: Iterable[ExpiredInputs], out: Deletions
+) -> _ExpiredSide:
+    """Step 1: read the manifest lists of every input (a manifest is ``missing_ok`` only if every input
+    reaching it is)."""
+    side = _ExpiredSide()
     for inp in inputs:
         reached = reachable_files(
             table,
@@ -187,24 +227,22 @@ def deletion_requests(
                 f"{len(reached.missing)} manifest list(s) of snapshots already gone from the table were already "
                 f"deleted (an earlier run removed them), e.g. {reached.missing[0]}"
             )
-        lists += [("manifest-list", loc) for loc in reached.manifest_lists]
+        side.lists += reached.manifest_lists
         for loc, row in reached.manifests.items():
-            missing_ok = candidates.get(loc, (row, True))[1] and inp.missing_ok
-            candidates[loc] = (row, missing_ok)
-        stats += [("statistics", loc, size) for loc, size in inp.statistics.items()]
-        stats += [("partition-statistics", loc, size) for loc, size in inp.partition_statistics.items()]
+            missing_ok = side.manifests.get(loc, (row, True))[1] and inp.missing_ok
+            side.manifests[loc] = (row, missing_ok)
+        side.stats += [("statistics", loc, size) for loc, size in inp.statistics.items()]
+        side.stats += [("partition-statistics", loc, size) for loc, size in inp.partition_statistics.items()]
+    return side
 
-    def resolve(location: str) -> str | None:
-        path = to_fs_path(io, location)
-        if path is None:
-            foreign.append(location)
-        return path
 
-    manifests: list[tuple[ManifestRef, bool, str]] = []
-    for loc, (row, missing_ok) in candidates.items():
-        path = resolve(loc)
-        if path is not None and not retained.reaches(path):
-            manifests.append((row, missing_ok, path))
+def _content_of(
+    reader: ReachabilityReader,
+    manifests: Sequence[tuple[ManifestRef, bool, str]],
+    builder: _DeletionBuilder,
+    progress: Progress,
+) -> dict[str, tuple[ContentRef, str]]:
+    """Step 2: the live content files of the manifests only expired snapshots reach, by location."""
     content: dict[str, tuple[ContentRef, str]] = {}
     for missing_ok in (False, True):
         group = [row for row, ok, _ in manifests if ok is missing_ok]
@@ -214,45 +252,44 @@ def deletion_requests(
         for refs in reader.content_of(group, progress, missing_ok=missing_ok, missing=missing):
             for ref in refs:
                 if ref.path not in content:
-                    path = resolve(ref.path)
+                    path = builder.resolve(ref.path)
                     if path is not None:
                         content[ref.path] = (ref, path)
         if missing:
-            out.warnings.append(
+            builder.out.warnings.append(
                 f"{len(missing)} manifest(s) of snapshots already gone from the table were already deleted, "
                 f"e.g. {missing[0]}"
             )
-    if content:
-        retained.need_content(progress)
+    return content
 
-    def add(kind: str, path: str, location: str, size: int | None) -> None:
-        if path in seen or retained.reaches(path):
+
+class _DeletionBuilder:
+    """Step 3: resolves locations to the table's store and adds each file once, unless a retained snapshot
+    reaches it (with its checksum sidecar on a local table)."""
+
+    def __init__(self, io: FileIO, retained: RetainedSide) -> None:
+        self.io = io
+        self.retained = retained
+        self.out = Deletions()
+        self.seen: set[str] = set()
+        self.foreign: list[str] = []
+
+    def resolve(self, location: str) -> str | None:
+        path = to_fs_path(self.io, location)
+        if path is None:
+            self.foreign.append(location)
+        return path
+
+    def add(self, kind: str, path: str, location: str, size: int | None) -> None:
+        if path in self.seen or self.retained.reaches(path):
             return
-        seen.add(path)
-        out.locations[path] = location
-        out.requests.append(DeleteRequest(kind, path, size))
-        if io.is_local:
+        self.seen.add(path)
+        self.out.locations[path] = location
+        self.out.requests.append(DeleteRequest(kind, path, size))
+        if self.io.is_local:
             sidecar = checksum_sidecar(path)
-            if io.exists(sidecar):
-                out.requests.append(DeleteRequest(CHECKSUM_KIND, sidecar, None))
-
-    for ref, path in content.values():
-        add(ref.kind, path, ref.path, ref.file_size)
-    for row, _, path in manifests:
-        add("manifest", path, row.path, row.length or None)
-    for kind, loc in lists:
-        path = resolve(loc)
-        if path is not None:
-            add(kind, path, loc, reader.sizes.get(loc))
-    for kind, loc, size in stats:
-        path = resolve(loc)
-        if path is not None:
-            add(kind, path, loc, size)
-    if foreign:
-        out.warnings.append(
-            f"{len(foreign)} file(s) are on another store than the table's and are left alone, e.g. {foreign[0]}"
-        )
-    return out
+            if self.io.exists(sidecar):
+                self.out.requests.append(DeleteRequest(CHECKSUM_KIND, sidecar, None))
 
 
 __all__ = [

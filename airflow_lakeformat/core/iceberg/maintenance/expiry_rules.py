@@ -230,62 +230,12 @@ def select_expired(metadata: Any, options: IcebergExpiryOptions, where: str) -> 
     Raises:
         MaintenanceRefusedError: an explicit id heads a kept ref.
     """
-    now = options.now_ms
     by_id = {s.snapshot_id: s for s in metadata.snapshots}
     decisions: list[str] = []
     warnings: list[str] = []
-    kept_refs: dict[str, Any] = {}
-    removed_refs: dict[str, int] = {}
-    for name, ref in metadata.refs.items():
-        if name == MAIN_BRANCH:
-            kept_refs[name] = ref
-            continue
-        snapshot = by_id.get(ref.snapshot_id)
-        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else options.max_ref_age_ms
-        if snapshot is None:
-            warnings.append(f"removing invalid ref {name}: snapshot {ref.snapshot_id} does not exist")
-            removed_refs[name] = ref.snapshot_id
-        elif now - snapshot.timestamp_ms <= max_age:
-            kept_refs[name] = ref
-        else:
-            removed_refs[name] = ref.snapshot_id
-            decisions.append(
-                f"{_ref_type(ref)} {name} expires: its snapshot {ref.snapshot_id} is older than "
-                f"max-ref-age-ms {max_age}"
-            )
-    heads: dict[int, list[str]] = {}
-    for name, ref in kept_refs.items():
-        heads.setdefault(ref.snapshot_id, []).append(name)
-    for snapshot_id in options.snapshot_ids:
-        if snapshot_id in heads:
-            raise MaintenanceRefusedError(
-                where, f"Cannot expire {snapshot_id}. Still referenced by refs: {sorted(heads[snapshot_id])}"
-            )
-        if snapshot_id not in by_id:
-            warnings.append(f"snapshot {snapshot_id} (given explicitly) does not exist")
-    retained: set[int] = {ref.snapshot_id for ref in kept_refs.values() if ref.snapshot_id in by_id}
-    referenced: set[int] = set()
-    for name, ref in kept_refs.items():
-        if _ref_type(ref) != "branch":
-            referenced.add(ref.snapshot_id)
-            continue
-        custom_age = ref.max_snapshot_age_ms is not None
-        older_than = now - ref.max_snapshot_age_ms if custom_age else options.older_than_ms
-        min_keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else options.retain_last
-        kept: set[int] = set()
-        walking = True
-        for ancestor in _ancestors(ref.snapshot_id, by_id):
-            referenced.add(ancestor.snapshot_id)
-            if walking and (len(kept) < min_keep or ancestor.timestamp_ms >= older_than):
-                kept.add(ancestor.snapshot_id)
-            else:
-                walking = False
-        retained |= kept
-        if custom_age or ref.min_snapshots_to_keep is not None:
-            decisions.append(
-                f"branch {name} keeps {len(kept)} snapshot(s) by its own retention "
-                f"(min-snapshots-to-keep {min_keep}, older than {_iso(older_than)} expires)"
-            )
+    kept_refs, removed_refs = _expire_refs(metadata.refs, by_id, options, decisions, warnings)
+    _check_explicit_ids(options.snapshot_ids, kept_refs, by_id, where, warnings)
+    retained, referenced = _retained_by_refs(kept_refs, by_id, options, decisions)
     for snapshot in metadata.snapshots:
         if snapshot.snapshot_id not in referenced and snapshot.timestamp_ms >= options.older_than_ms:
             retained.add(snapshot.snapshot_id)
@@ -310,6 +260,91 @@ def select_expired(metadata: Any, options: IcebergExpiryOptions, where: str) -> 
         decisions=tuple(decisions),
         warnings=tuple(warnings),
     )
+
+
+def _expire_refs(
+    refs: Mapping[str, Any],
+    by_id: Mapping[int, Any],
+    options: IcebergExpiryOptions,
+    decisions: list[str],
+    warnings: list[str],
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Step 1: the refs kept and removed (``max-ref-age-ms``; a ref to a missing snapshot is removed; ``main``
+    is always kept)."""
+    kept_refs: dict[str, Any] = {}
+    removed_refs: dict[str, int] = {}
+    for name, ref in refs.items():
+        if name == MAIN_BRANCH:
+            kept_refs[name] = ref
+            continue
+        snapshot = by_id.get(ref.snapshot_id)
+        max_age = ref.max_ref_age_ms if ref.max_ref_age_ms is not None else options.max_ref_age_ms
+        if snapshot is None:
+            warnings.append(f"removing invalid ref {name}: snapshot {ref.snapshot_id} does not exist")
+            removed_refs[name] = ref.snapshot_id
+        elif options.now_ms - snapshot.timestamp_ms <= max_age:
+            kept_refs[name] = ref
+        else:
+            removed_refs[name] = ref.snapshot_id
+            decisions.append(
+                f"{_ref_type(ref)} {name} expires: its snapshot {ref.snapshot_id} is older than "
+                f"max-ref-age-ms {max_age}"
+            )
+    return kept_refs, removed_refs
+
+
+def _check_explicit_ids(
+    snapshot_ids: Iterable[int],
+    kept_refs: Mapping[str, Any],
+    by_id: Mapping[int, Any],
+    where: str,
+    warnings: list[str],
+) -> None:
+    """Step 2: an explicit id may not head a kept ref (Java's message); a missing one is a warning."""
+    heads: dict[int, list[str]] = {}
+    for name, ref in kept_refs.items():
+        heads.setdefault(ref.snapshot_id, []).append(name)
+    for snapshot_id in snapshot_ids:
+        if snapshot_id in heads:
+            raise MaintenanceRefusedError(
+                where, f"Cannot expire {snapshot_id}. Still referenced by refs: {sorted(heads[snapshot_id])}"
+            )
+        if snapshot_id not in by_id:
+            warnings.append(f"snapshot {snapshot_id} (given explicitly) does not exist")
+
+
+def _retained_by_refs(
+    kept_refs: Mapping[str, Any],
+    by_id: Mapping[int, Any],
+    options: IcebergExpiryOptions,
+    decisions: list[str],
+) -> tuple[set[int], set[int]]:
+    """Step 3: the snapshots the kept refs retain (heads, and each branch's ancestors by its retention), and
+    every snapshot a ref reaches; ``(retained, referenced)``."""
+    retained: set[int] = {ref.snapshot_id for ref in kept_refs.values() if ref.snapshot_id in by_id}
+    referenced: set[int] = set()
+    for name, ref in kept_refs.items():
+        if _ref_type(ref) != "branch":
+            referenced.add(ref.snapshot_id)
+            continue
+        custom_age = ref.max_snapshot_age_ms is not None
+        older_than = options.now_ms - ref.max_snapshot_age_ms if custom_age else options.older_than_ms
+        min_keep = ref.min_snapshots_to_keep if ref.min_snapshots_to_keep is not None else options.retain_last
+        kept: set[int] = set()
+        walking = True
+        for ancestor in _ancestors(ref.snapshot_id, by_id):
+            referenced.add(ancestor.snapshot_id)
+            if walking and (len(kept) < min_keep or ancestor.timestamp_ms >= older_than):
+                kept.add(ancestor.snapshot_id)
+            else:
+                walking = False
+        retained |= kept
+        if custom_age or ref.min_snapshots_to_keep is not None:
+            decisions.append(
+                f"branch {name} keeps {len(kept)} snapshot(s) by its own retention "
+                f"(min-snapshots-to-keep {min_keep}, older than {_iso(older_than)} expires)"
+            )
+    return retained, referenced
 
 
 __all__ = [

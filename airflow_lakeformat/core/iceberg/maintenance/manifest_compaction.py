@@ -246,6 +246,41 @@ class _Attempts:
         discard_unpublished(self.table.io, [str(fs._strip_protocol(p)) for p in paths], kind="manifest")
 
 
+def _stage_attempt(
+    tx: Transaction,
+    attempts: _Attempts,
+    mode: Mode,
+    branch: str,
+    target_size_bytes: int | None,
+    snapshot_properties: Mapping[str, str] | None,
+) -> ManifestCompactionPlan:
+    """One commit attempt: plan on the transaction's metadata, write the new manifests and stage the
+    ``replace`` snapshot. Called again only after ``CommitFailedException``: the previous attempt did not land."""
+    table = attempts.table
+    attempts.discard("a concurrent commit won; re-planning on the new head")
+    attempts.staged = False
+    attempts.snapshot_id = None
+    metadata = tx.table_metadata
+    store = ManifestStore(table, metadata, dry_run=False)
+    snapshot_id = metadata.new_snapshot_id()
+    try:
+        plan = build_plan(table, metadata, mode, branch, target_size_bytes, store, snapshot_id)
+        if plan.changed:
+            head = metadata.snapshot_by_id(plan.snapshot_before) if plan.snapshot_before is not None else None
+            assert head is not None
+            validate_replace(plan, plan.manifests_before)
+            updates, requirements = _replace_snapshot(
+                metadata, head, plan, snapshot_id, store, attempts.count, snapshot_properties
+            )
+            tx._apply(updates, requirements)
+            attempts.snapshot_id = snapshot_id
+    finally:
+        attempts.written = list(store.written)
+        attempts.count += 1
+    attempts.staged = True
+    return plan
+
+
 def compact_manifests(
     table: IcebergTable,
     mode: Mode = "full",
@@ -293,33 +328,7 @@ def compact_manifests(
     attempts = _Attempts(table)
 
     def stage(tx: Transaction) -> ManifestCompactionPlan:
-        # Called again only after CommitFailedException: the previous attempt did not land.
-        attempts.discard("a concurrent commit won; re-planning on the new head")
-        attempts.staged = False
-        attempts.snapshot_id = None
-        metadata = tx.table_metadata
-        store = ManifestStore(table, metadata, dry_run=False)
-        snapshot_id = metadata.new_snapshot_id()
-        try:
-            plan = build_plan(table, metadata, mode, branch, target_size_bytes, store, snapshot_id)
-            if plan.changed:
-                head = (
-                    metadata.snapshot_by_id(plan.snapshot_before)
-                    if plan.snapshot_before is not None
-                    else None
-                )
-                assert head is not None
-                validate_replace(plan, plan.manifests_before)
-                updates, requirements = _replace_snapshot(
-                    metadata, head, plan, snapshot_id, store, attempts.count, snapshot_properties
-                )
-                tx._apply(updates, requirements)
-                attempts.snapshot_id = snapshot_id
-        finally:
-            attempts.written = list(store.written)
-            attempts.count += 1
-        attempts.staged = True
-        return plan
+        return _stage_attempt(tx, attempts, mode, branch, target_size_bytes, snapshot_properties)
 
     try:
         plan = commit_with_retry(table, stage, description=f"{mode} manifest compaction", policy=policy)

@@ -8,8 +8,8 @@ makes that the manifests it replaces are still current.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 from pyiceberg.manifest import ManifestContent, ManifestFile
 from pyiceberg.table.metadata import TableMetadata
@@ -107,6 +107,25 @@ def _branch_head(table: IcebergTable, metadata: TableMetadata, branch: str) -> S
     return metadata.snapshot_by_id(ref.snapshot_id)
 
 
+@dataclass
+class _Rewrite:
+    """What one mode's pass decided: manifests replaced, created and kept, the data manifests after it."""
+
+    data_after: list[ManifestFile] = field(default_factory=list)
+    replaced: list[ManifestFile] = field(default_factory=list)
+    created: list[ManifestFile] = field(default_factory=list)
+    kept: list[ManifestFile] = field(default_factory=list)
+    entries: int = 0
+    cleared: int = 0
+
+    def add(self, done: Any) -> None:
+        """Fold in one ``rewrite_group`` result."""
+        self.replaced.extend(done.replaced)
+        self.created.extend(done.created)
+        self.entries += done.entries
+        self.cleared += done.split_offsets_cleared
+
+
 def build_plan(
     table: IcebergTable,
     metadata: TableMetadata,
@@ -120,75 +139,17 @@ def build_plan(
     properties = dict(metadata.properties)
     target = target_size_bytes or _int_property(properties, TARGET_SIZE_PROPERTY, TARGET_SIZE_DEFAULT)
     head = _branch_head(table, metadata, branch)
-    base = ManifestCompactionPlan(
-        table.name, mode, branch, None if head is None else head.snapshot_id, target
-    )
     if head is None:
-        return base
+        return ManifestCompactionPlan(table.name, mode, branch, None, target)
     manifests = read_manifests(table, head)
     data = [m for m in manifests if m.content != ManifestContent.DELETES]
     deletes = [m for m in manifests if m.content == ManifestContent.DELETES]
     base = ManifestCompactionPlan(
         table.name, mode, branch, head.snapshot_id, target, tuple(manifests), tuple(data), tuple(deletes)
     )
-    referenced_by = f"snapshot {head.snapshot_id}"
-    specs = metadata.specs()
-    data_after: list[ManifestFile] = []
-    replaced: list[ManifestFile] = []
-    created: list[ManifestFile] = []
-    entries = cleared = 0
-
-    if mode == "full":
-        groups: dict[int, list[ManifestFile]] = {}
-        for manifest in data:
-            groups.setdefault(manifest.partition_spec_id, []).append(manifest)
-        kept: list[ManifestFile] = []
-        for spec_id in sorted(groups):
-            group = groups[spec_id]
-            spec = specs.get(spec_id)
-            if spec is None:  # a spec the metadata no longer has: leave its manifests alone
-                kept.extend(group)
-                continue
-            decoded = list(read_entries(table, group, referenced_by))
-            if not needs_rewrite(decoded, target):
-                kept.extend(group)
-                continue
-            done = rewrite_group(
-                metadata, spec, decoded, snapshot_id=snapshot_id, store=store,
-                target_size_bytes=target, cluster=True,
-            )  # fmt: skip
-            replaced.extend(done.replaced)
-            created.extend(done.created)
-            entries += done.entries
-            cleared += done.split_offsets_cleared
-        data_after = [*created, *kept]
-    else:
-        enabled = str(properties.get(MERGE_ENABLED_PROPERTY, "true")).strip().lower() == "true"
-        min_count = _int_property(properties, MIN_COUNT_PROPERTY, MIN_COUNT_DEFAULT)
-        bins = plan_merge(data, target_size_bytes=target, min_count_to_merge=min_count) if enabled else []
-        if not any(b.merge for b in bins):
-            return base
-        listed = {m.manifest_path for b in bins for m in b.manifests}
-        replaced.extend(m for m in data if m.manifest_path not in listed)  # no live files: dropped
-        kept = []
-        for bin_ in bins:
-            spec = specs.get(bin_.spec_id)
-            if not bin_.merge or spec is None:
-                data_after.extend(bin_.manifests)
-                kept.extend(bin_.manifests)
-                continue
-            decoded = list(read_entries(table, bin_.manifests, referenced_by))
-            done = rewrite_group(
-                metadata, spec, decoded, snapshot_id=snapshot_id, store=store,
-                target_size_bytes=None, cluster=False,
-            )  # fmt: skip
-            data_after.extend(done.created)
-            replaced.extend(done.replaced)
-            created.extend(done.created)
-            entries += done.entries
-            cleared += done.split_offsets_cleared
-
-    if not replaced:
+    rewrite = _RewriteContext(table, metadata, store, snapshot_id, target, f"snapshot {head.snapshot_id}")
+    done = rewrite.full(data) if mode == "full" else rewrite.minor(data, properties)
+    if done is None or not done.replaced:
         return base
     return ManifestCompactionPlan(
         table=table.name,
@@ -197,14 +158,79 @@ def build_plan(
         snapshot_before=head.snapshot_id,
         target_size_bytes=target,
         manifests_before=tuple(manifests),
-        data_after=tuple(data_after),
+        data_after=tuple(done.data_after),
         delete_manifests=tuple(deletes),
-        replaced=tuple(replaced),
-        created=tuple(created),
-        kept=tuple(kept),
-        entries_rewritten=entries,
-        split_offsets_cleared=cleared,
+        replaced=tuple(done.replaced),
+        created=tuple(done.created),
+        kept=tuple(done.kept),
+        entries_rewritten=done.entries,
+        split_offsets_cleared=done.cleared,
     )
+
+
+@dataclass
+class _RewriteContext:
+    """The two modes' passes over the head's data manifests, writing through ``store``."""
+
+    table: IcebergTable
+    metadata: TableMetadata
+    store: ManifestStore
+    snapshot_id: int
+    target: int
+    referenced_by: str
+
+    def _write(self, spec: Any, decoded: list[Any], target: int | None, cluster: bool) -> Any:
+        return rewrite_group(
+            self.metadata, spec, decoded, snapshot_id=self.snapshot_id, store=self.store,
+            target_size_bytes=target, cluster=cluster,
+        )  # fmt: skip
+
+    def full(self, data: Sequence[ManifestFile]) -> _Rewrite:
+        """Java ``RewriteManifests``: per spec, cluster by partition and cut at the target size, unless the
+        spec's manifests need no rewrite (or the metadata no longer has the spec)."""
+        out = _Rewrite()
+        specs = self.metadata.specs()
+        groups: dict[int, list[ManifestFile]] = {}
+        for manifest in data:
+            groups.setdefault(manifest.partition_spec_id, []).append(manifest)
+        for spec_id in sorted(groups):
+            group = groups[spec_id]
+            spec = specs.get(spec_id)
+            if spec is None:  # a spec the metadata no longer has: leave its manifests alone
+                out.kept.extend(group)
+                continue
+            decoded = list(read_entries(self.table, group, self.referenced_by))
+            if not needs_rewrite(decoded, self.target):
+                out.kept.extend(group)
+                continue
+            out.add(self._write(spec, decoded, self.target, cluster=True))
+        out.data_after = [*out.created, *out.kept]
+        return out
+
+    def minor(self, data: Sequence[ManifestFile], properties: dict[str, str]) -> _Rewrite | None:
+        """Java's commit-time merge policy; None when no bin merges."""
+        enabled = str(properties.get(MERGE_ENABLED_PROPERTY, "true")).strip().lower() == "true"
+        min_count = _int_property(properties, MIN_COUNT_PROPERTY, MIN_COUNT_DEFAULT)
+        bins = (
+            plan_merge(data, target_size_bytes=self.target, min_count_to_merge=min_count) if enabled else []
+        )
+        if not any(b.merge for b in bins):
+            return None
+        out = _Rewrite()
+        specs = self.metadata.specs()
+        listed = {m.manifest_path for b in bins for m in b.manifests}
+        out.replaced.extend(m for m in data if m.manifest_path not in listed)  # no live files: dropped
+        for bin_ in bins:
+            spec = specs.get(bin_.spec_id)
+            if not bin_.merge or spec is None:
+                out.data_after.extend(bin_.manifests)
+                out.kept.extend(bin_.manifests)
+                continue
+            decoded = list(read_entries(self.table, bin_.manifests, self.referenced_by))
+            done = self._write(spec, decoded, None, cluster=False)
+            out.data_after.extend(done.created)
+            out.add(done)
+        return out
 
 
 def plan_manifest_compaction(

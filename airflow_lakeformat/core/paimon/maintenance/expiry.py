@@ -39,19 +39,14 @@ from airflow_lakeformat.core.paimon import paths
 from airflow_lakeformat.core.paimon.maintenance.expiry_files import (  # the Spark job imports them from here
     DeltaMarks,  # noqa: F401
     Mark,
+    changelog_requests,
     data_file_requests,
     delta_marks,
     fold_marks,
-    manifests_or_gone,
     protected_data_names,
+    unused_metadata_requests,
 )
-from airflow_lakeformat.core.paimon.maintenance.references import (
-    MetadataReader,
-    SnapshotReferences,
-    index_file_path,
-    snapshot_references,
-)
-from airflow_lakeformat.core.paimon.manifest import FileKind
+from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader
 from airflow_lakeformat.core.paimon.options import parse_duration
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
@@ -392,46 +387,14 @@ def plan_snapshot_expiry(
     # 1. Data files: DELETEs of (begin, end] not re-added later in that range.
     data_paths = DataFilePaths(table.schema)
     if data_files:
-        progress.start("reading delta manifests of expired snapshots", end - begin)
-        marks: list[Mark] = []
-        for snapshot_id in range(begin + 1, end + 1):
-            found = delta_marks(table, snapshot_id, retained=snapshot_id == end, reader=reader)
-            marks += found.marks
-            plan.warnings += found.warnings
-            progress.advance()
-        progress.finish()
-        marked, plan.kept_readded = fold_marks(marks)
-        protected = protected_data_names(table, protecting, reader) if marked else set()
-        to_delete = [e for e in marked if e.file.file_name not in protected]
-        plan.kept_by_tags_or_branches = len(marked) - len(to_delete)
-        plan.data_files = data_file_requests(table, to_delete, "data-file", data_paths)
+        _plan_data_files(table, plan, reader, protecting, progress, data_paths)
     else:
         plan.data_phase_external = True
-
     # 2. Changelog files ADDed in [begin, end).
-    for snapshot in expired:
-        if not snapshot.changelog_manifest_list:
-            continue
-        owner = f"snapshot {snapshot.id}"
-        try:
-            changelog_refs = reader.manifest_list(snapshot.changelog_manifest_list, owner)
-        except FileNotFoundError:
-            continue
-        changelogs = manifests_or_gone(reader, changelog_refs, owner, missing_ok=True, warnings=plan.warnings)
-        for entries in changelogs:
-            added = [e for e in entries if e.kind == FileKind.ADD]
-            plan.changelog_files += data_file_requests(table, added, "changelog-file", data_paths)
-
+    plan.changelog_files += changelog_requests(table, reader, expired, data_paths, plan.warnings)
     # 3. Metadata no retained snapshot, tag or branch uses.
-    skipping: set[str] = set()
-    for snapshot in [end_snapshot, *protecting]:
-        skipping |= snapshot_references(table, snapshot, reader=reader).all_file_names()
-    seen: set[str] = set()
-    for snapshot in expired:
-        refs = snapshot_references(table, snapshot, missing_ok=True, reader=reader)
-        plan.warnings += [f"{name} of snapshot {snapshot.id} is already gone" for name in refs.missing]
-        plan.metadata_files += _metadata_requests(table, refs, skipping, seen)
-
+    kept = [end_snapshot, *protecting]
+    plan.metadata_files += unused_metadata_requests(table, reader, expired, kept, plan.warnings)
     # 4. Snapshot files, ascending.
     plan.snapshot_files = [DeleteRequest("snapshot", manager.snapshot_path(s.id)) for s in expired]
     plan.lists_read, plan.manifests_read_names = reader.names["manifest-list"], reader.names["manifest"]
@@ -439,31 +402,29 @@ def plan_snapshot_expiry(
     return plan
 
 
-def _metadata_requests(
-    table: Table, refs: SnapshotReferences, skipping: set[str], seen: set[str]
-) -> list[DeleteRequest]:
-    requests: list[DeleteRequest] = []
-
-    def add(kind: str, name: str, path: str, size: int | None) -> None:
-        if name in skipping or name in seen:
-            return
-        seen.add(name)
-        requests.append(DeleteRequest(kind, path, size))
-
-    for meta in (*refs.manifests, *refs.changelog_manifests):
-        add("manifest", meta.file_name, table.manifest_path(meta.file_name), meta.file_size)
-        for extra in meta.extra_files:
-            add("manifest", extra, table.manifest_path(extra), None)
-    for name, size in refs.manifest_lists.items():
-        add("manifest-list", name, table.manifest_path(name), size)
-    if refs.index_manifest:
-        add("index-manifest", refs.index_manifest, table.manifest_path(refs.index_manifest), None)
-    for ref in refs.index_files:
-        add("index-file", ref.file_name, index_file_path(table, ref), ref.file_size)
-    if refs.statistics:
-        path = table.io.join(table.root, paths.STATISTICS_DIR, refs.statistics)
-        add("statistics", refs.statistics, path, None)
-    return requests
+def _plan_data_files(
+    table: Table,
+    plan: SnapshotExpiryPlan,
+    reader: MetadataReader,
+    protecting: list[Snapshot],
+    progress: Progress,
+    data_paths: DataFilePaths,
+) -> None:
+    """Step 1 (module docstring): the data files DELETEd in ``(begin, end]``, not re-added, no tag or branch holds."""
+    assert plan.begin is not None and plan.end is not None
+    progress.start("reading delta manifests of expired snapshots", plan.end - plan.begin)
+    marks: list[Mark] = []
+    for snapshot_id in range(plan.begin + 1, plan.end + 1):
+        found = delta_marks(table, snapshot_id, retained=snapshot_id == plan.end, reader=reader)
+        marks += found.marks
+        plan.warnings += found.warnings
+        progress.advance()
+    progress.finish()
+    marked, plan.kept_readded = fold_marks(marks)
+    protected = protected_data_names(table, protecting, reader) if marked else set()
+    to_delete = [e for e in marked if e.file.file_name not in protected]
+    plan.kept_by_tags_or_branches = len(marked) - len(to_delete)
+    plan.data_files = data_file_requests(table, to_delete, "data-file", data_paths)
 
 
 # -- execution -----------------------------------------------------------------------------------

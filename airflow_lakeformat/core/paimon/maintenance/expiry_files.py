@@ -1,4 +1,6 @@
-"""Step 1 of snapshot expiry: which data files the expired snapshots' DELETEs free.
+"""Steps 1 to 3 of snapshot expiry: the data, changelog and metadata files the expired snapshots free.
+
+**Step 1**, which data files the expired snapshots' DELETEs free:
 
 The delta manifests of snapshots ``(begin, end]`` are read into *marks*, one per ADD or DELETE entry,
 ordered by (snapshot id, position in that snapshot's delta). Folding them keeps, per file
@@ -11,6 +13,11 @@ MetadataReader`, shared with the rest of the plan: a manifest list or manifest r
 manifest that a tag's base list also names, snapshot ``end``'s delta list) is not read again later.
 The Spark job distributes :func:`delta_marks` and runs :func:`fold_marks` and
 :func:`protected_data_names` on the driver.
+
+**Step 2** (:func:`changelog_requests`): the changelog files ADDed by the changelog manifests of
+``[begin, end)``. **Step 3** (:func:`unused_metadata_requests`): the manifests, manifest lists, index
+manifests, index files and statistics files of ``[begin, end)`` that snapshot ``end``, no tag and no branch
+uses (compared by file name).
 """
 
 from __future__ import annotations
@@ -21,7 +28,14 @@ from dataclasses import dataclass, field
 
 from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
-from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader, resolve_table_path
+from airflow_lakeformat.core.paimon import paths
+from airflow_lakeformat.core.paimon.maintenance.references import (
+    MetadataReader,
+    SnapshotReferences,
+    index_file_path,
+    resolve_table_path,
+    snapshot_references,
+)
 from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry, iter_added, merge_entries
 from airflow_lakeformat.core.paimon.manifest_scan import ManifestRef
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
@@ -149,3 +163,76 @@ def manifests_or_gone(
                 f"manifest {ref.file_name} of {owner} is already gone (an earlier run removed it)"
             )
     return result
+
+
+def changelog_requests(
+    table: Table,
+    reader: MetadataReader,
+    expired: Iterable[Snapshot],
+    data_paths: DataFilePaths,
+    warnings: list[str],
+) -> list[DeleteRequest]:
+    """Step 2: the changelog files ADDed by the changelog manifests of the expired snapshots (a changelog
+    manifest list or manifest already gone is skipped, with a warning for a manifest)."""
+    requests: list[DeleteRequest] = []
+    for snapshot in expired:
+        if not snapshot.changelog_manifest_list:
+            continue
+        owner = f"snapshot {snapshot.id}"
+        try:
+            changelog_refs = reader.manifest_list(snapshot.changelog_manifest_list, owner)
+        except FileNotFoundError:
+            continue
+        changelogs = manifests_or_gone(reader, changelog_refs, owner, missing_ok=True, warnings=warnings)
+        for entries in changelogs:
+            added = [e for e in entries if e.kind == FileKind.ADD]
+            requests += data_file_requests(table, added, "changelog-file", data_paths)
+    return requests
+
+
+def unused_metadata_requests(
+    table: Table,
+    reader: MetadataReader,
+    expired: Iterable[Snapshot],
+    kept: Iterable[Snapshot],
+    warnings: list[str],
+) -> list[DeleteRequest]:
+    """Step 3: the metadata files of the expired snapshots that none of ``kept`` (snapshot ``end``, the
+    snapshots of tags and branches) uses, each once."""
+    skipping: set[str] = set()
+    for snapshot in kept:
+        skipping |= snapshot_references(table, snapshot, reader=reader).all_file_names()
+    seen: set[str] = set()
+    requests: list[DeleteRequest] = []
+    for snapshot in expired:
+        refs = snapshot_references(table, snapshot, missing_ok=True, reader=reader)
+        warnings += [f"{name} of snapshot {snapshot.id} is already gone" for name in refs.missing]
+        requests += _metadata_requests(table, refs, skipping, seen)
+    return requests
+
+
+def _metadata_requests(
+    table: Table, refs: SnapshotReferences, skipping: set[str], seen: set[str]
+) -> list[DeleteRequest]:
+    requests: list[DeleteRequest] = []
+
+    def add(kind: str, name: str, path: str, size: int | None) -> None:
+        if name in skipping or name in seen:
+            return
+        seen.add(name)
+        requests.append(DeleteRequest(kind, path, size))
+
+    for meta in (*refs.manifests, *refs.changelog_manifests):
+        add("manifest", meta.file_name, table.manifest_path(meta.file_name), meta.file_size)
+        for extra in meta.extra_files:
+            add("manifest", extra, table.manifest_path(extra), None)
+    for name, size in refs.manifest_lists.items():
+        add("manifest-list", name, table.manifest_path(name), size)
+    if refs.index_manifest:
+        add("index-manifest", refs.index_manifest, table.manifest_path(refs.index_manifest), None)
+    for ref in refs.index_files:
+        add("index-file", ref.file_name, index_file_path(table, ref), ref.file_size)
+    if refs.statistics:
+        path = table.io.join(table.root, paths.STATISTICS_DIR, refs.statistics)
+        add("statistics", refs.statistics, path, None)
+    return requests
