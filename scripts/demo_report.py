@@ -8,8 +8,10 @@
 
 TABLE is a Paimon or an Iceberg table root; with CONN_ID (a ``lakeformat`` connection, e.g. one naming an
 Iceberg catalog) it is opened through the connection as the operators open it, so ``namespace.table`` of a
-catalog works too. The state is read with the package's core (snapshots, live files and manifests of the
-latest snapshot) plus a walk of the table directory, which is what expiry and orphan cleanup shrink.
+catalog works too. The state is the table's statistics (``table.statistics()``, the model ``lakeformat
+inspect`` prints: live data files, records, bytes, small files, i.e. data files under 75% of the table's
+target file size, and the latest snapshot's manifests) with its snapshots (``table.snapshots()``), plus a
+walk of the table directory, which is what expiry and orphan cleanup shrink.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from pathlib import Path
 from typing import Any
 
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR
-from airflow_lakeformat.core.paimon.summary import summarize_table
 
 ROWS = (
     ("snapshots", "snapshots"),
@@ -30,6 +31,8 @@ ROWS = (
     ("latest commit kind", "latestKind"),
     ("live data files", "liveFiles"),
     ("live rows", "liveRows"),
+    ("live data bytes", "liveBytes"),
+    ("small data files (<75%)", "smallFiles"),
     ("manifests (latest)", "manifests"),
     ("data files on disk", "dataFilesOnDisk"),
     ("data bytes on disk", "dataBytesOnDisk"),
@@ -67,43 +70,30 @@ def files_on_disk(root: str) -> tuple[int, int, int]:
     return data_files, data_bytes, all_files
 
 
-def paimon_state(table: Any) -> dict[str, Any]:
-    summary = summarize_table(table.native)
+def lake_state(table: Any) -> dict[str, Any]:
+    """The table's statistics (``table.statistics()``: the model ``lakeformat inspect`` prints) and the
+    range and kind of its snapshots, the same for both formats."""
+    stats = table.statistics()
+    snapshots = table.snapshots()
+    # Iceberg snapshot ids are random: its range is shown by sequence number, Paimon's by id.
+    numbers = [s.extra.get("sequenceNumber", s.id) for s in snapshots]
+    prefix = "seq " if snapshots and "sequenceNumber" in snapshots[0].extra else ""
+    latest = next((s for s in snapshots if s.id == stats.snapshot_id), None)
     return {
-        "snapshots": summary.snapshot_count,
-        "range": f"{summary.earliest_snapshot}..{summary.latest_snapshot}",
-        "latestKind": summary.latest_commit_kind,
-        "liveFiles": summary.live_file_count,
-        "liveRows": summary.live_row_count,
-        "manifests": summary.manifest_count,
-    }
-
-
-def iceberg_state(table: Any) -> dict[str, Any]:
-    """Snapshots of every ref, and the current snapshot's live data files, rows and data manifests."""
-    from airflow_lakeformat.core.iceberg.metadata.files import files_document
-    from airflow_lakeformat.core.iceberg.metadata.manifests import manifests_document
-
-    native = table.native.refresh()
-    snapshots = sorted(native.metadata.snapshots, key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
-    current = native.snapshot()
-    data = [f for f in files_document(native)["files"] if f["content"] == "data"] if current else []
-    manifests = manifests_document(native)["manifests"] if current else []
-    kind = current.summary.operation.value.upper() if current is not None and current.summary else None
-    first, last = (snapshots[0].sequence_number, snapshots[-1].sequence_number) if snapshots else (None, None)
-    return {
-        "snapshots": len(snapshots),
-        "range": f"seq {first}..{last}",
-        "latestKind": kind,
-        "liveFiles": len(data),
-        "liveRows": sum(f["recordCount"] for f in data),
-        "manifests": len([m for m in manifests if m.get("content") in (None, "data")]),
+        "snapshots": stats.snapshot_count,
+        "range": f"{prefix}{min(numbers)}..{max(numbers)}" if numbers else "-",
+        "latestKind": latest.operation.upper() if latest is not None and latest.operation else "-",
+        "liveFiles": stats.data_file_count,
+        "liveRows": stats.record_count,
+        "smallFiles": stats.small_file_count,
+        "liveBytes": stats.data_file_bytes,
+        "manifests": stats.manifest_count,
     }
 
 
 def table_state(uri: str, conn_id: str | None = None) -> dict[str, Any]:
     table = open_lake_table(uri, conn_id)
-    state = iceberg_state(table) if table.format == "iceberg" else paimon_state(table)
+    state = lake_state(table)
     data_files, data_bytes, all_files = files_on_disk(table.native.root)
     return {
         **state,

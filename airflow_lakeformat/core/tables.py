@@ -11,8 +11,14 @@ delete (``expire_snapshots``, ``remove_orphan_files``) default to ``dry_run=True
 only add files and commit (``compact_manifests``, ``compact_data``) default to ``False``, because
 what they replace stays on disk until an expiry deletes it.
 
+Reading is the same on both formats: ``table.snapshots()``, ``table.refs()``, ``table.files()``,
+``table.manifests()``, ``table.statistics()`` and ``table.inspect()`` return the neutral records of
+``core/table_info.py`` and ``core/statistics.py`` (Iceberg's names: ``path`` as a full URI,
+``recordCount``, ``fileSize``, ``timestampMs``), whichever format computed them.
+
 Example:
     >>> table = open_table("/warehouse/db.db/events")                # Paimon, detected
+    >>> table.statistics().small_file_count                          # under 75% of the target size
     >>> table.maintenance.expire_snapshots(retain_min=5).summary()   # a dry run
     >>> table.maintenance.compact_manifests(mode="full")
     >>> iceberg = open_table("db.events", catalog_properties={"type": "sql", "uri": "sqlite:///c.db"})
@@ -27,13 +33,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from airflow_lakeformat.core.errors import UsageError
 from airflow_lakeformat.core.formats import TableFormat, detect_format
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 from airflow_lakeformat.core.table_maintenance import IcebergMaintenance, ManifestMode, PaimonMaintenance
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+    from airflow_lakeformat.core.paimon.snapshot import Snapshot
     from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.sources import WriteSchema
+    from airflow_lakeformat.core.statistics import TableStatistics
+    from airflow_lakeformat.core.table_info import (
+        FileInfo,
+        ManifestInfo,
+        RefInfo,
+        SnapshotInfo,
+        TableInspection,
+    )
 
 __all__ = [
     "IcebergLakeTable",
@@ -117,8 +134,135 @@ class PaimonTable:
 
         return write_schema(self.native.schema)
 
+    def snapshots(self) -> list[SnapshotInfo]:
+        """Every snapshot of the branch, ascending; only snapshot files are read.
+
+        Returns:
+            :class:`~airflow_lakeformat.core.table_info.SnapshotInfo` records (``operation`` is Paimon's
+            commit kind; ``parent_id`` is ``id - 1``: Paimon's history is linear).
+
+        Example:
+            >>> [s.operation for s in open_table("/wh/db.db/events").snapshots()]
+            ['APPEND', 'APPEND', 'COMPACT']
+        """
+        from airflow_lakeformat.core.paimon.summary import snapshot_infos
+
+        return snapshot_infos(self.native)
+
+    def refs(self) -> dict[str, RefInfo]:
+        """The branch opened (at its latest snapshot) and every tag, by name.
+
+        Example:
+            >>> open_table("/wh/db.db/events").refs()["nightly"].snapshot_id
+            3
+        """
+        from airflow_lakeformat.core.paimon.summary import ref_infos
+
+        return ref_infos(self.native)
+
+    def resolve_snapshot(self, snapshot: int | None = None, ref: str | None = None) -> int | None:
+        """The id of the snapshot ``snapshot`` or ``ref`` names (default: the latest; None for no snapshot).
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a tag name, or the name of the branch the table was opened on.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot. TagNotFoundError: no such tag.
+            UsageError: both given.
+
+        Example:
+            >>> open_table("/wh/db.db/events").resolve_snapshot(ref="nightly")
+            3
+        """
+        found = self._snapshot(snapshot, ref)
+        return None if found is None else found.id
+
+    def files(
+        self, snapshot: int | None = None, ref: str | None = None, progress: Progress = NO_PROGRESS
+    ) -> list[FileInfo]:
+        """The live data files of a snapshot (default: the latest), sorted by path.
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a tag name (or the branch opened) instead.
+            progress: a progress reporter for the manifests read.
+
+        Returns:
+            :class:`~airflow_lakeformat.core.table_info.FileInfo` records with full paths (bucket, level,
+            sequence numbers in ``extra``); empty for a table never committed to.
+
+        Example:
+            >>> sum(f.record_count for f in open_table("/wh/db.db/events").files(ref="nightly"))
+            1200
+        """
+        from airflow_lakeformat.core.paimon.summary import file_infos
+
+        found = self._snapshot(snapshot, ref)
+        return [] if found is None else file_infos(self.native, found, progress)
+
+    def manifests(self, snapshot: int | None = None, ref: str | None = None) -> list[ManifestInfo]:
+        """The data manifests of a snapshot (default: the latest): base list first, then delta.
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a tag name (or the branch opened) instead.
+
+        Example:
+            >>> [m.extra["list"] for m in open_table("/wh/db.db/events").manifests()]
+            ['base', 'base', 'delta']
+        """
+        from airflow_lakeformat.core.paimon.summary import manifest_infos
+
+        found = self._snapshot(snapshot, ref)
+        return [] if found is None else manifest_infos(self.native, found)
+
+    def statistics(
+        self, snapshot: int | None = None, ref: str | None = None, progress: Progress = NO_PROGRESS
+    ) -> TableStatistics:
+        """File counts and sizes of a snapshot (default: the latest), small files by the one rule.
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a tag name (or the branch opened) instead.
+            progress: a progress reporter for the manifests read.
+
+        Example:
+            >>> open_table("/wh/db.db/events").statistics().summary()
+            '/wh/db.db/events (paimon): 4 snapshots; 3 data files (2.1 KiB, ...'
+        """
+        from airflow_lakeformat.core.paimon.summary import table_statistics
+
+        return table_statistics(self.native, self._snapshot(snapshot, ref), progress)
+
+    def inspect(self, progress: Progress = NO_PROGRESS) -> TableInspection:
+        """The statistics of the latest snapshot with the schema, partition keys, options and refs.
+
+        Args:
+            progress: a progress reporter for the manifests read.
+
+        Example:
+            >>> inspection = open_table("/wh/db.db/events").inspect()
+            >>> inspection.properties["target-file-size"]
+            {'value': '256 mb', 'default': '256 mb', 'set': False}
+        """
+        from airflow_lakeformat.core.paimon.summary import inspect_table
+
+        return inspect_table(self.native, progress)
+
+    def _snapshot(self, snapshot: int | None, ref: str | None) -> Snapshot | None:
+        manager = self.native.snapshot_manager
+        if snapshot is not None and ref is not None:
+            raise UsageError("give a snapshot id or a ref, not both")
+        if snapshot is not None:
+            return manager.snapshot(snapshot)
+        if ref is not None and ref != self.native.branch:
+            return manager.tag(ref)
+        return manager.latest_snapshot()
+
     def __repr__(self) -> str:
-        return f"PaimonTable({self.uri!r})"
+        branch = "" if self.native.branch == "main" else f", branch={self.native.branch!r}"
+        return f"PaimonTable({self.uri!r}{branch})"
 
 
 class IcebergLakeTable:
@@ -139,6 +283,129 @@ class IcebergLakeTable:
         from airflow_lakeformat.core.iceberg.write.write import write_schema
 
         return write_schema(self.native)
+
+    def snapshots(self) -> list[SnapshotInfo]:
+        """Every snapshot in the metadata (all branches and tags), by sequence number, then time.
+
+        Returns:
+            :class:`~airflow_lakeformat.core.table_info.SnapshotInfo` records (sequence number and manifest
+            list in ``extra``); no manifest is read.
+
+        Example:
+            >>> [s.operation for s in open_table("db.events", catalog="prod").snapshots()]
+            ['append', 'append', 'overwrite']
+        """
+        from airflow_lakeformat.core.iceberg.metadata.snapshots import snapshot_infos
+
+        return snapshot_infos(self.native)
+
+    def refs(self) -> dict[str, RefInfo]:
+        """Every branch and tag by name, with its retention settings.
+
+        Example:
+            >>> open_table("db.events", catalog="prod").refs()["main"].type
+            'branch'
+        """
+        from airflow_lakeformat.core.iceberg.metadata.snapshots import ref_infos
+
+        return ref_infos(self.native)
+
+    def resolve_snapshot(self, snapshot: int | None = None, ref: str | None = None) -> int | None:
+        """The id of the snapshot ``snapshot`` or ``ref`` names (default: the current; None when empty).
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a branch or tag name.
+
+        Raises:
+            SnapshotNotFoundError: no such snapshot. TagNotFoundError: no such branch or tag.
+            UsageError: both given.
+
+        Example:
+            >>> open_table("db.events", catalog="prod").resolve_snapshot(ref="nightly")
+            8731526452346
+        """
+        if snapshot is not None and ref is not None:
+            raise UsageError("give a snapshot id or a ref, not both")
+        found = self.native.snapshot(snapshot, ref)
+        return None if found is None else found.snapshot_id
+
+    def files(
+        self, snapshot: int | None = None, ref: str | None = None, progress: Progress = NO_PROGRESS
+    ) -> list[FileInfo]:
+        """The live data and delete files of a snapshot (default: the current), data files first.
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a branch or tag name instead.
+            progress: a progress reporter for the manifests read.
+
+        Returns:
+            :class:`~airflow_lakeformat.core.table_info.FileInfo` records (``content`` tells data from
+            deletes); empty for a table without snapshots.
+
+        Example:
+            >>> [f.path for f in open_table("/wh/events").files(ref="nightly") if f.content == "data"]
+            ['file:///wh/events/data/cat=a/00000-0-....parquet']
+        """
+        from airflow_lakeformat.core.iceberg.metadata.files import file_infos
+
+        if snapshot is not None and ref is not None:
+            raise UsageError("give a snapshot id or a ref, not both")
+        return file_infos(self.native, snapshot, ref, progress=progress)[1]
+
+    def manifests(self, snapshot: int | None = None, ref: str | None = None) -> list[ManifestInfo]:
+        """The manifests of a snapshot's manifest list (default: the current), in list order.
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a branch or tag name instead.
+
+        Example:
+            >>> [m.content for m in open_table("/wh/events").manifests()]
+            ['data', 'deletes']
+        """
+        from airflow_lakeformat.core.iceberg.metadata.manifests import manifest_info, read_manifests
+
+        if snapshot is not None and ref is not None:
+            raise UsageError("give a snapshot id or a ref, not both")
+        found = self.native.snapshot(snapshot, ref)
+        return [] if found is None else [manifest_info(m) for m in read_manifests(self.native, found)]
+
+    def statistics(
+        self, snapshot: int | None = None, ref: str | None = None, progress: Progress = NO_PROGRESS
+    ) -> TableStatistics:
+        """File counts and sizes of a snapshot (default: the current), small files by the one rule.
+
+        Args:
+            snapshot: a snapshot id.
+            ref: a branch or tag name instead.
+            progress: a progress reporter for the manifests read.
+
+        Example:
+            >>> open_table("/wh/events").statistics().small_file_share
+            1.0
+        """
+        from airflow_lakeformat.core.iceberg.metadata.inspect import table_statistics
+
+        if snapshot is not None and ref is not None:
+            raise UsageError("give a snapshot id or a ref, not both")
+        return table_statistics(self.native, snapshot, ref, progress=progress)
+
+    def inspect(self, progress: Progress = NO_PROGRESS) -> TableInspection:
+        """The current snapshot's statistics with the schema, partition spec, properties, refs, and Iceberg's
+        own facts (format version, locations, manifest breakdown, the split-offsets check) in ``details``.
+
+        Args:
+            progress: a progress reporter for the manifests read.
+
+        Example:
+            >>> open_table("/wh/events").inspect().properties["gc.enabled"]
+            {'value': True, 'default': True, 'set': False}
+        """
+        from airflow_lakeformat.core.iceberg.metadata.inspect import inspect_table
+
+        return inspect_table(self.native, progress=progress)
 
     def __repr__(self) -> str:
         return f"IcebergLakeTable({self.uri!r})"

@@ -52,7 +52,7 @@ def test_read_commands_print_the_core_documents(tmp_path: Path, kind: str) -> No
     code, out, _ = run("manifests", *target, "--json")
     assert code == 0 and json.loads(out)["manifests"]
     code, out, _ = run("inspect", *target, "--json")
-    assert code == 0 and json.loads(out)["formatVersion"] == 2
+    assert code == 0 and json.loads(out)["details"]["formatVersion"] == 2
     code, text, _ = run("files", *target)
     assert code == 0 and text.splitlines()[0].split()[:2] == ["path", "content"]
 
@@ -89,7 +89,7 @@ def test_maintenance_dry_runs_on_iceberg_change_nothing(tmp_path: Path) -> None:
 
 def test_format_flag_and_detection_errors(tmp_path: Path, sample_tables: Path) -> None:
     paimon = str(sample_tables / "append_tbl")
-    assert json.loads(run("snapshots", paimon, "--json")[1]).get("format") is None  # still Paimon's
+    assert json.loads(run("snapshots", paimon, "--json")[1])["format"] == "paimon"  # detected
     code, _, err = run("snapshots", paimon, "--format", "iceberg")
     assert code == 3 and err.startswith("lakeformat: error:")
     (tmp_path / "empty").mkdir()

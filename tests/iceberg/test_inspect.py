@@ -45,20 +45,23 @@ def test_healthy_table_reports_no_split_offset_problems(tmp_path: Path) -> None:
     write.add_files(table, landing)  # pyiceberg records real multi-row-group offsets
     doc = inspect_document(table)
     live = files_document(table)["files"]
-    assert doc["splitOffsets"]["badFileCount"] == 0 and doc["splitOffsets"]["manifests"] == []
-    assert doc["splitOffsets"]["checkedFiles"] == len(live) == 5
-    assert doc["splitOffsets"]["filesWithOffsets"] == 5
-    assert doc["liveFiles"]["dataFiles"] == 5
-    assert doc["liveFiles"]["dataBytes"] == sum(f["fileSize"] for f in live)
-    assert doc["liveFiles"]["dataRecords"] == 3 + 300 + 350 + 400
-    assert doc["liveFiles"]["smallFileShare"] == 1.0  # all far below 75% of 512 MB
-    assert doc["manifests"]["count"] == 3
-    assert doc["formatVersion"] == 2 and doc["snapshotCount"] == 3
-    assert doc["currentSnapshotId"] == table.metadata.current_snapshot_id
-    assert doc["refs"]["main"]["snapshotId"] == doc["currentSnapshotId"]
-    assert [s["schema-id"] for s in doc["schemas"]] == [0]
-    assert doc["specs"][0]["fields"][0]["name"] == "cat"
-    props = doc["maintenanceProperties"]
+    assert (
+        doc["details"]["splitOffsets"]["badFileCount"] == 0
+        and doc["details"]["splitOffsets"]["manifests"] == []
+    )
+    assert doc["details"]["splitOffsets"]["checkedFiles"] == len(live) == 5
+    assert doc["details"]["splitOffsets"]["filesWithOffsets"] == 5
+    assert doc["statistics"]["dataFileCount"] == 5
+    assert doc["statistics"]["dataFileBytes"] == sum(f["fileSize"] for f in live)
+    assert doc["statistics"]["recordCount"] == 3 + 300 + 350 + 400
+    assert doc["statistics"]["smallFileShare"] == 1.0  # all far below 75% of 512 MB
+    assert doc["statistics"]["manifestCount"] == 3
+    assert doc["details"]["formatVersion"] == 2 and doc["statistics"]["snapshotCount"] == 3
+    assert doc["details"]["currentSnapshotId"] == table.metadata.current_snapshot_id
+    assert doc["refs"]["main"]["snapshotId"] == doc["details"]["currentSnapshotId"]
+    assert (doc["schema"]["id"], doc["schema"]["versions"]) == (0, 1)
+    assert doc["details"]["specs"][0]["fields"][0]["name"] == "cat"
+    props = doc["properties"]
     assert props["commit.manifest.min-count-to-merge"] == {"value": 5, "default": 100, "set": True}
     assert props["commit.manifest.target-size-bytes"] == {"value": 8388608, "default": 8388608, "set": False}
     assert props["commit.manifest-merge.enabled"]["value"] is True
@@ -90,7 +93,7 @@ def test_bad_split_offsets_are_reported_per_manifest(tmp_path: Path) -> None:
         data_file(pyt, files["ok"], ("a",), split_offsets=[4]),
     ]
     write.append_data_files(table, bad)
-    doc = inspect_document(table)["splitOffsets"]
+    doc = inspect_document(table)["details"]["splitOffsets"]
     snapshot = table.snapshot()
     assert snapshot is not None
     bad_manifest = next(
@@ -115,6 +118,6 @@ def test_split_offset_sample_is_capped_but_counts_are_complete(tmp_path: Path) -
     pyt = table.table
     paths = [multi_row_group_file(tmp_path / "landing" / f"f{i}.parquet", 50 + i) for i in range(14)]
     write.append_data_files(table, [data_file(pyt, p, ("a",), split_offsets=[-1]) for p in paths])
-    doc = inspect_document(table)["splitOffsets"]
+    doc = inspect_document(table)["details"]["splitOffsets"]
     assert doc["badFileCount"] == 14
     assert len(doc["manifests"][0]["sample"]) == 10

@@ -344,7 +344,7 @@ def test_full_compaction_clears_invalid_split_offsets_and_keeps_valid_ones(tmp_p
         data_file(pyt, files["copied2"], ("a",), split_offsets=[4, 300]),
         data_file(pyt, files["ok"], ("a",), split_offsets=[4]),
     ])  # fmt: skip
-    assert inspect_document(table)["splitOffsets"]["badFileCount"] == 4
+    assert inspect_document(table)["details"]["splitOffsets"]["badFileCount"] == 4
     offsets_before = {e.data_file.file_path: e.data_file.split_offsets for m in manifest_list(table)
                       for e in m.fetch_manifest_entry(pyt.io)}  # fmt: skip
     files_before = files_document(table)["files"]
@@ -354,7 +354,7 @@ def test_full_compaction_clears_invalid_split_offsets_and_keeps_valid_ones(tmp_p
 
     assert dry.split_offsets_cleared == result.split_offsets_cleared == 4
     assert result.to_json()["splitOffsetsCleared"] == 4
-    check = inspect_document(table)["splitOffsets"]
+    check = inspect_document(table)["details"]["splitOffsets"]
     assert check["badFileCount"] == 0 and check["manifests"] == []
     offsets_after = {e.data_file.file_path: e.data_file.split_offsets for m in manifest_list(table)
                      for e in m.fetch_manifest_entry(pyt.io)}  # fmt: skip
@@ -373,7 +373,7 @@ def test_a_single_manifest_with_bad_offsets_is_still_rewritten(tmp_path: Path) -
     assert len(manifest_list(table)) == 1
     result = compact_manifests(table, "full")
     assert result.snapshot_id is not None and result.split_offsets_cleared == 1
-    assert inspect_document(table)["splitOffsets"]["badFileCount"] == 0
+    assert inspect_document(table)["details"]["splitOffsets"]["badFileCount"] == 0
 
 
 # -- branches --------------------------------------------------------------------------------------

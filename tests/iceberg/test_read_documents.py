@@ -139,7 +139,7 @@ def test_manifests_document_equals_pyiceberg_inspect_manifests(scenario: Scenari
     assert {m["path"] for m in doc["manifests"]} == set(theirs)
     for m in doc["manifests"]:
         row = theirs[m["path"]]
-        assert m["length"] == row["length"]
+        assert m["fileSize"] == row["length"]
         assert m["specId"] == row["partition_spec_id"]
         assert m["addedSnapshotId"] == row["added_snapshot_id"]
         assert m["content"] == ("deletes" if row["content"] == 1 else "data")

@@ -52,7 +52,7 @@ def test_hadoop_table_on_s3(seaweedfs: SeaweedFSServer, s3_bucket: str) -> None:
     for f in doc["files"]:
         assert fs.size(f["path"].removeprefix("s3://")) == f["fileSize"]
     assert sorted(reopened.table.scan().to_arrow().column("id").to_pylist()) == [1, 2, 3]
-    assert inspect_document(reopened)["liveFiles"]["dataFiles"] == 2
+    assert inspect_document(reopened)["statistics"]["dataFileCount"] == 2
     io, _ = FileIO.for_uri(root, options)
     assert detect_format(root, io) == "iceberg"
     with pytest.raises(FileExistsError):  # the primitive the catalog's commits rely on, on this server

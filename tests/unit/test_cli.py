@@ -30,27 +30,39 @@ def test_snapshots_json(sample_tables: Path) -> None:
     document = json.loads(out)
     rows = document["snapshots"]
     assert [r["id"] for r in rows] == [1, 2, 3, 4]
-    assert [r["commitKind"] for r in rows] == ["APPEND", "APPEND", "APPEND", "OVERWRITE"]
-    assert rows[3]["deltaRecordCount"] == -1 and rows[3]["totalRecordCount"] == 3
-    assert [(r["baseManifestCount"], r["deltaManifestCount"]) for r in rows] == [
+    assert [r["operation"] for r in rows] == ["APPEND", "APPEND", "APPEND", "OVERWRITE"]
+    assert rows[3]["summary"]["deltaRecordCount"] == "-1" and rows[3]["totalRecordCount"] == 3
+    # The base and delta manifest lists of each snapshot, as `manifests --snapshot N` lists them.
+    lists = [
+        [m["list"] for m in json.loads(run("manifests", str(sample_tables / "append_ovw_tbl"),
+                                           "--snapshot", str(n), "--json")[1])["manifests"]]
+        for n in (1, 2, 3, 4)
+    ]  # fmt: skip
+    assert [(kinds.count("base"), kinds.count("delta")) for kinds in lists] == [
         (0, 1),
         (1, 1),
         (2, 1),
         (3, 1),
     ]
-    assert set(rows[0]) >= {"schemaId", "timeMillis", "commitUser", "commitIdentifier"}
+    assert set(rows[0]) >= {"schemaId", "timestampMs"}
+    assert set(rows[0]["summary"]) >= {"commitUser", "commitIdentifier"}
+    assert document["format"] == "paimon" and document["currentSnapshotId"] == 4
 
 
 def test_files_json_by_snapshot_and_tag(sample_tables: Path) -> None:
     root = str(sample_tables / "append_ovw_tbl")
     latest = json.loads(run("files", root, "--json")[1])
-    assert latest["snapshot"] == 4 and latest["tag"] is None and len(latest["files"]) == 3
+    assert latest["snapshot"] == 4 and latest["ref"] is None and len(latest["files"]) == 3
     first = latest["files"][0]
-    assert set(first) >= {"path", "partition", "bucket", "level", "rowCount", "fileSize",
+    assert set(first) >= {"path", "partition", "bucket", "level", "recordCount", "fileSize",
                           "minSequenceNumber", "maxSequenceNumber"}  # fmt: skip
-    assert first["path"].startswith("dt=2024-01-0") and first["partition"]["dt"].startswith("2024-01-0")
+    # A full path (was relative to the table root), naming the file that exists.
+    assert first["path"].startswith(f"{root}/dt=2024-01-0") and first["partition"]["dt"].startswith(
+        "2024-01-0"
+    )
+    assert Path(first["path"]).is_file()
     tagged = json.loads(run("files", root, "--tag", "before_overwrite", "--json")[1])
-    assert tagged["tag"] == "before_overwrite" and tagged["snapshot"] == 3 and len(tagged["files"]) == 4
+    assert tagged["ref"] == "before_overwrite" and tagged["snapshot"] == 3 and len(tagged["files"]) == 4
     second = json.loads(run("files", root, "--snapshot", "2", "--json")[1])
     assert len(second["files"]) == 3
 
@@ -59,31 +71,40 @@ def test_manifests_and_inspect(sample_tables: Path) -> None:
     root = str(sample_tables / "append_ovw_tbl")
     manifests = json.loads(run("manifests", root, "--json")[1])["manifests"]
     assert [m["list"] for m in manifests] == ["base", "base", "base", "delta"]
-    assert manifests[-1]["numDeletedFiles"] == 2 and all(m["fileSize"] > 0 for m in manifests)
+    assert manifests[-1]["deletedFilesCount"] == 2 and all(m["fileSize"] > 0 for m in manifests)
     code, text, _ = run("inspect", root)
     assert code == 0
     for expected in ("partition keys   dt", "snapshots        4 (1..4)", "live files       3 files",
                      "before_overwrite -> snapshot 3", "my-consumer -> next snapshot 3", "manifest.target-file-size = 8 mb"):  # fmt: skip
         assert expected in text
     summary = json.loads(run("inspect", root, "--json")[1])
+    statistics = summary["statistics"]
     assert (
-        summary["liveFileCount"] == 3 and summary["manifestCount"] == 4 and summary["smallFileShare"] == 1.0
+        statistics["dataFileCount"] == 3
+        and statistics["manifestCount"] == 4
+        and statistics["smallFileShare"] == 1.0
     )
     # camelCase like every other command, at the top level only: option names stay Paimon's own.
-    assert all("_" not in key for key in summary)
-    assert summary["options"]["manifest.target-file-size"] == "8 mb"
+    assert all("_" not in key for key in summary) and all("_" not in key for key in statistics)
+    assert summary["properties"]["manifest.target-file-size"]["value"] == "8 mb"
 
 
 def test_human_tables_print(sample_tables: Path) -> None:
     code, out, _ = run("files", str(sample_tables / "pk_tbl"))
-    assert code == 0 and out.splitlines()[0].split()[:3] == ["path", "bucket", "level"]
+    assert code == 0 and out.splitlines()[0].split()[:3] == ["path", "content", "recordCount"]
     assert len(out.splitlines()) == 1 + 7
 
 
 def test_empty_table(tmp_path: Path) -> None:
     TableBuilder(tmp_path / "t", [("v", "INT")])
     files = json.loads(run("files", str(tmp_path / "t"), "--json")[1])
-    assert files == {"table": str(tmp_path / "t"), "snapshot": None, "tag": None, "files": []}
+    assert files == {
+        "table": str(tmp_path / "t"),
+        "format": "paimon",
+        "snapshot": None,
+        "ref": None,
+        "files": [],
+    }
     assert "never been committed" in run("inspect", str(tmp_path / "t"))[1]
 
 

@@ -173,7 +173,7 @@ READ_ONLY = {"snapshots", "files", "manifests", "inspect", "compact-dry-run", "e
              "expire-all-dry-run", "remove-orphans-dry-run"}  # fmt: skip
 _LATEST_ONLY = {"files", "manifests", "write", "commit", "compact-full", "compact-minor", "compact-dry-run"}
 _NO_MANIFEST = {
-    "snapshots",  # counts from the manifest lists
+    "snapshots",  # reads the snapshot files only
     "manifests",  # prints the manifest lists' rows
     "compact-minor",  # nothing to merge: the policy reads only the manifests it merges
     "expire",  # nothing to expire (retain-min 10): no list or manifest is read
@@ -182,7 +182,7 @@ _NO_MANIFEST = {
 # (corruption -> commands that never read the damaged file): they must run and leave it alone.
 NOT_READ: dict[str, set[str]] = {
     "garbage-older-snapshot": _LATEST_ONLY,  # they read the latest snapshot only
-    "truncated-manifest-list": {"expire", "expire-dry-run"},
+    "truncated-manifest-list": {"expire", "expire-dry-run", "snapshots"},  # snapshots: snapshot files only
     "truncated-manifest": _NO_MANIFEST,
     "manifest-cut-at-block-boundary": _NO_MANIFEST,
     "missing-manifest": _NO_MANIFEST,

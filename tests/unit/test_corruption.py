@@ -81,7 +81,7 @@ def test_earliest_naming_a_deleted_snapshot_falls_back_to_listing(table: Path) -
     (table / "snapshot" / "snapshot-1").unlink()
     (table / "snapshot" / "EARLIEST").write_text("1")
     summary = json.loads(run("inspect", str(table), "--json")[1])
-    assert summary["earliestSnapshot"] == 2 and summary["snapshotCount"] == 3
+    assert summary["details"]["earliestSnapshotId"] == 2 and summary["statistics"]["snapshotCount"] == 3
 
 
 def test_requested_snapshot_or_tag_missing(table: Path) -> None:

@@ -19,6 +19,7 @@ from airflow_lakeformat.core.iceberg.metadata.live_files import ManifestDecoder,
 from airflow_lakeformat.core.iceberg.metadata.partition_values import partition_json, partition_result_types
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
+from airflow_lakeformat.core.table_info import FileInfo
 
 
 class PartitionRenderer:
@@ -43,25 +44,47 @@ def sort_key(f: LiveFile) -> tuple[int, str, int, str]:
     return (f.content, f.path, f.content_offset if f.content_offset is not None else -1, f.manifest_path)
 
 
-def file_row(f: LiveFile, render: PartitionRenderer) -> dict[str, Any]:
-    """One live file as a JSON object (v3 deletion-vector fields only when present)."""
-    row: dict[str, Any] = {
-        "path": f.path,
-        "content": f.content_name,
+def file_info(f: LiveFile, render: PartitionRenderer) -> FileInfo:
+    """One live file as the facade's record (v3 deletion-vector fields only when present)."""
+    extra: dict[str, Any] = {
         "fileFormat": f.file_format,
         "specId": f.spec_id,
-        "partition": render(f.spec_id, f.partition),
-        "recordCount": f.record_count,
-        "fileSize": f.file_size,
         "dataSequenceNumber": f.data_sequence_number,
         "fileSequenceNumber": f.file_sequence_number,
     }
     if f.referenced_data_file is not None:
-        row["referencedDataFile"] = f.referenced_data_file
+        extra["referencedDataFile"] = f.referenced_data_file
     if f.content_offset is not None:
-        row["contentOffset"] = f.content_offset
-        row["contentSizeInBytes"] = f.content_size
-    return row
+        extra["contentOffset"] = f.content_offset
+        extra["contentSizeInBytes"] = f.content_size
+    return FileInfo(
+        path=f.path,
+        content=f.content_name,
+        partition=render(f.spec_id, f.partition),
+        record_count=f.record_count,
+        file_size=f.file_size,
+        extra=extra,
+    )
+
+
+def file_row(f: LiveFile, render: PartitionRenderer) -> dict[str, Any]:
+    """One live file as a JSON object, the record's ``to_json()``."""
+    return file_info(f, render).to_json()
+
+
+def file_infos(
+    table: IcebergTable,
+    snapshot_id: int | None = None,
+    ref: str | None = None,
+    decoder: ManifestDecoder | None = None,
+    progress: Progress = NO_PROGRESS,
+) -> tuple[int | None, list[FileInfo]]:
+    """The snapshot id chosen (None for an empty table) and its live files, sorted (see the module)."""
+    snapshot = table.snapshot(snapshot_id, ref)
+    files = [] if snapshot is None else live_files(table, snapshot, decoder, progress)
+    render = PartitionRenderer(table)
+    chosen = None if snapshot is None else snapshot.snapshot_id
+    return chosen, [file_info(f, render) for f in sorted(files, key=sort_key)]
 
 
 def files_document(
@@ -81,8 +104,8 @@ def files_document(
         progress: Progress reporter.
 
     Returns:
-        ``{"table", "format": "iceberg", "snapshot", "files": [{path, content, fileFormat, specId, partition,
-        recordCount, fileSize, dataSequenceNumber, fileSequenceNumber}]}``; ``snapshot`` is None and ``files``
+        ``{"table", "format": "iceberg", "snapshot", "files": [{path, content, partition, recordCount,
+        fileSize, fileFormat, specId, dataSequenceNumber, fileSequenceNumber}]}``; ``snapshot`` is None and ``files``
         empty for a table without snapshots. Deletion vectors also carry ``referencedDataFile``,
         ``contentOffset`` and ``contentSizeInBytes``.
 
@@ -96,12 +119,10 @@ def files_document(
         >>> doc = files_document(open_table("/wh/events"), ref="nightly")  # doctest: +SKIP
         >>> sum(f["recordCount"] for f in doc["files"] if f["content"] == "data")  # doctest: +SKIP
     """
-    snapshot = table.snapshot(snapshot_id, ref)
-    files = [] if snapshot is None else live_files(table, snapshot, decoder, progress)
-    render = PartitionRenderer(table)
+    chosen, files = file_infos(table, snapshot_id, ref, decoder, progress)
     return {
         "table": table.name,
         "format": "iceberg",
-        "snapshot": None if snapshot is None else snapshot.snapshot_id,
-        "files": [file_row(f, render) for f in sorted(files, key=sort_key)],
+        "snapshot": chosen,
+        "files": [f.to_json() for f in files],
     }

@@ -20,6 +20,7 @@ from pyiceberg.table.snapshots import Snapshot
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.metadata.avro_guard import CheckedInputFile
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.table_info import ManifestInfo
 
 # What a truncated or garbage Avro file raises inside pyiceberg's/fastavro's decoders (SystemError: pyiceberg's
 # Cython decoder given a negative length; SchemaParseException: fastavro given a garbage writer schema).
@@ -82,23 +83,30 @@ def manifest_content_name(content: ManifestContent | int | None) -> str:
     return "deletes" if content is not None and int(content) == int(ManifestContent.DELETES) else "data"
 
 
+def manifest_info(manifest: ManifestFile) -> ManifestInfo:
+    """One manifest-list row as the facade's record."""
+    return ManifestInfo(
+        path=manifest.manifest_path,
+        content=manifest_content_name(manifest.content),
+        file_size=manifest.manifest_length,
+        added_files_count=manifest.added_files_count,
+        deleted_files_count=manifest.deleted_files_count,
+        extra={
+            "specId": manifest.partition_spec_id,
+            "sequenceNumber": manifest.sequence_number,
+            "minSequenceNumber": manifest.min_sequence_number,
+            "addedSnapshotId": manifest.added_snapshot_id,
+            "existingFilesCount": manifest.existing_files_count,
+            "addedRowsCount": manifest.added_rows_count,
+            "existingRowsCount": manifest.existing_rows_count,
+            "deletedRowsCount": manifest.deleted_rows_count,
+        },
+    )
+
+
 def manifest_row(manifest: ManifestFile) -> dict[str, Any]:
-    """One manifest-list row as a JSON object (camelCase keys)."""
-    return {
-        "path": manifest.manifest_path,
-        "length": manifest.manifest_length,
-        "specId": manifest.partition_spec_id,
-        "content": manifest_content_name(manifest.content),
-        "sequenceNumber": manifest.sequence_number,
-        "minSequenceNumber": manifest.min_sequence_number,
-        "addedSnapshotId": manifest.added_snapshot_id,
-        "addedFilesCount": manifest.added_files_count,
-        "existingFilesCount": manifest.existing_files_count,
-        "deletedFilesCount": manifest.deleted_files_count,
-        "addedRowsCount": manifest.added_rows_count,
-        "existingRowsCount": manifest.existing_rows_count,
-        "deletedRowsCount": manifest.deleted_rows_count,
-    }
+    """One manifest-list row as a JSON object (camelCase keys), the record's ``to_json()``."""
+    return manifest_info(manifest).to_json()
 
 
 def manifests_document(
@@ -112,9 +120,9 @@ def manifests_document(
         ref: A branch or tag instead of ``snapshot_id``.
 
     Returns:
-        ``{"table", "format": "iceberg", "snapshot", "manifests": [{path, length, specId, content,
-        sequenceNumber, minSequenceNumber, addedSnapshotId, added/existing/deletedFilesCount,
-        added/existing/deletedRowsCount}]}`` in manifest-list order; ``snapshot`` is None for an empty table.
+        ``{"table", "format": "iceberg", "snapshot", "manifests": [{path, content, fileSize,
+        addedFilesCount, deletedFilesCount, specId, sequenceNumber, minSequenceNumber, addedSnapshotId,
+        existingFilesCount, added/existing/deletedRowsCount}]}`` in manifest-list order; ``snapshot`` is None for an empty table.
 
     Example:
         >>> manifests_document(open_table("/wh/events"))["manifests"][0]["content"]  # doctest: +SKIP
