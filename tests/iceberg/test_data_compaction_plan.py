@@ -389,3 +389,93 @@ def test_a_group_over_the_split_size_rolls_into_several_files_every_row_in_exact
     ]
     assert sorted(ids) == sorted(set(range(10)) - {deleted_by_position, 7})
     assert sum(out.record_count for out in result.outputs) == len(ids)
+
+
+# --- the replace commit ------------------------------------------------------------------------------------
+
+from airflow_lakeformat.core.errors import CommitConflictError  # noqa: E402
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction import compact_data  # noqa: E402
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (  # noqa: E402
+    RewriteCommit,
+    StagedRewrite,
+    stage_rewrite,
+)
+from airflow_lakeformat.core.iceberg.metadata.live_files import live_files  # noqa: E402
+from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry  # noqa: E402
+
+
+def _data_files_on_disk(table) -> set[str]:
+    root = local_path(table.metadata.location)
+    return {str(p) for p in __import__("pathlib").Path(root, "data").rglob("*.parquet")}
+
+
+def test_compact_data_commits_a_replace_snapshot_with_the_starting_sequence_number(tmp_path) -> None:
+    table, deleted_by_position = _small_files_with_deletes(tmp_path)
+    start = table.snapshot(ref="main")
+    result = compact_data(table, {"min-input-files": "2"})
+    assert result.snapshot_id is not None and result.groups_committed == 1 and not result.conflicts
+    table.refresh()
+    head = table.snapshot(ref="main")
+    assert head.snapshot_id == result.snapshot_id and head.parent_snapshot_id == start.snapshot_id
+    assert head.summary.operation.value == "replace"
+    assert head.summary["deleted-data-files"] == "5" and head.summary["added-data-files"] == "1"
+    assert (head.summary["deleted-records"], head.summary["added-records"]) == ("10", "8")
+    # the parent (a hand-made delete commit) carries no totals, so neither does the replace (as in Java)
+    assert "total-data-files" not in head.summary.additional_properties
+    live = [f for f in live_files(table, head) if f.content == 0]
+    new = [f for f in live if f.snapshot_id == head.snapshot_id]
+    assert len(new) == 1
+    # Java's use-starting-sequence-number: data sequence number of the start, file sequence number of the commit
+    assert new[0].data_sequence_number == start.sequence_number
+    assert new[0].file_sequence_number == head.sequence_number
+    ids = pq.read_table(local_path(new[0].path)).column("id").to_pylist()
+    assert sorted(ids) == sorted(set(range(10)) - {deleted_by_position, 7})
+    assert result.rows_purged == 2 and result.files_added == 1
+    # both delete files stay live: dropping them is the job of dangling-delete removal, not of this commit
+    assert sum(1 for f in live_files(table, head) if f.content != 0) == 2
+
+
+def test_a_position_delete_committed_during_the_rewrite_skips_the_group_and_leaves_no_file(tmp_path) -> None:
+    table, _ = _small_files_with_deletes(tmp_path)
+    plan = plan_data_compaction(table, {"min-input-files": "2"})
+    group = plan.groups[0]
+    start = table.snapshot(ref="main")
+    files = data_files_by_path(table, start, [c.path for c in group.files] + list(group.delete_files))
+    rewritten = rewrite_group(table, group, files)
+    before_commit = _data_files_on_disk(table)
+    # a concurrent merge-on-read DELETE of a row of one of the files being rewritten
+    target = group.files[-1].path
+    late = write_parquet(
+        tmp_path / "landing" / "late.parquet",
+        pa.table({"file_path": [target], "pos": pa.array([1], pa.int64())}),
+    )
+    commit_delete_files(
+        table, [data_file(table.table, late, ("a",), content=DataFileContent.POSITION_DELETES)]
+    )
+    concurrent = table.snapshot(ref="main").snapshot_id
+    commit = RewriteCommit(
+        start.snapshot_id,
+        start.sequence_number,
+        [([files[c.path] for c in group.files], rewritten.outputs)],
+    )
+    staged = StagedRewrite()
+    with pytest.raises(CommitConflictError, match="position delete committed since the start"):
+        commit_with_retry(table, lambda tx: stage_rewrite(tx, table, commit, staged))
+    table.refresh()
+    assert table.snapshot(ref="main").snapshot_id == concurrent  # nothing committed on top
+    assert staged.conflicts and staged.snapshot_id is None
+    assert set(rewritten.locations) <= before_commit  # (the caller, compact_data, discards these)
+
+
+def test_compact_data_removes_everything_it_wrote_when_no_group_can_commit(tmp_path, monkeypatch) -> None:
+    table, _ = _small_files_with_deletes(tmp_path)
+    before = _data_files_on_disk(table)
+    from airflow_lakeformat.core.iceberg.maintenance import data_compaction_commit
+
+    def every_group_conflicts(table, metadata, head, commit):
+        return {n: "simulated concurrent rewrite" for n in range(len(commit.groups))}
+
+    monkeypatch.setattr(data_compaction_commit, "find_conflicts", every_group_conflicts)
+    with pytest.raises(CommitConflictError, match="every group conflicts"):
+        compact_data(table, {"min-input-files": "2"})
+    assert _data_files_on_disk(table) == before

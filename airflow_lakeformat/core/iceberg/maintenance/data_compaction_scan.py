@@ -19,7 +19,7 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -69,8 +69,7 @@ def scan_for_compaction(table: IcebergTable, snapshot: Snapshot) -> CompactionSc
     """
     files = live_files(table, snapshot)
     data = [f for f in files if f.content == CONTENT_DATA]
-    scoped = position_delete_targets(table, snapshot) if _has_unscoped_position_deletes(files) else {}
-    index = DeleteIndex(_delete_entries(table, files, scoped))
+    index = DeleteIndex(snapshot_delete_entries(table, snapshot, files))
     candidates = tuple(
         CompactionCandidate(
             path=f.path,
@@ -100,9 +99,11 @@ def _has_unscoped_position_deletes(files: Iterable[LiveFile]) -> bool:
     return any(f.content == CONTENT_POSITION_DELETES and f.referenced_data_file is None for f in files)
 
 
-def _delete_entries(
-    table: IcebergTable, files: Iterable[LiveFile], scoped: dict[str, str]
+def snapshot_delete_entries(
+    table: IcebergTable, snapshot: Snapshot, files: Sequence[LiveFile]
 ) -> list[DeleteEntry]:
+    """The live delete files among ``files`` (the snapshot's live files) as the delete index takes them."""
+    scoped = position_delete_targets(table, snapshot) if _has_unscoped_position_deletes(files) else {}
     specs = table.metadata.specs()
     entries = []
     for f in files:
