@@ -24,6 +24,7 @@ from airflow_lakeformat.cli.output import finish
 from airflow_lakeformat.cli.tables import open_command_table
 from airflow_lakeformat.core import progress
 from airflow_lakeformat.core.errors import UsageError
+from airflow_lakeformat.core.maintenance.results import summary
 
 #: command -> format -> the destinations of the flags only that format takes.
 ONLY_FOR: dict[str, dict[str, tuple[str, ...]]] = {
@@ -48,7 +49,8 @@ def compact_manifests(args: argparse.Namespace, out: TextIO) -> None:
     """``compact-manifests [--full | --minor] [--dry-run]``: commits unless ``--dry-run``."""
     table = open_command_table(args)
     result = table.maintenance.compact_manifests("minor" if args.minor else "full", dry_run=args.dry_run)
-    finish(args.json, {"table": table.uri, **result.to_json()}, result.summary(), out)
+    document = {"table": table.uri, **result.to_json()}
+    finish(args.json, document, summary(document), out)
 
 
 def expire(args: argparse.Namespace, out: TextIO) -> None:

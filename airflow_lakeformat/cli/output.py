@@ -79,11 +79,17 @@ def finish(json_output: bool, document: dict[str, Any], summary: str, out: TextI
 
 
 def print_outcome(document: dict[str, Any], summary: str, out: TextIO) -> None:
-    """A maintenance result as text: its summary, then each decision and warning indented, then (for a
-    dry run of a deleting command) the line saying nothing was deleted."""
+    """A maintenance result as text: its summary, then each decision, warning and orphan path indented,
+    then (for a dry run of a deleting command) the line saying nothing was deleted."""
     out.write(summary + "\n")
     for line in document.get("decisions", []) + document.get("warnings", []):
         out.write(f"  {line}\n")
+    paths = document.get("orphanPaths") or []
+    for path in paths:
+        out.write(f"  orphan: {path}\n")
+    if document.get("orphanPathsTruncated"):
+        more = (document.get("orphans") or 0) - len(paths)
+        out.write(f"  ... and {more} more (--max-listed N lists more, --report FILE every one)\n")
     tail = dry_run_tail(document)
     if tail:
         out.write(tail + "\n")

@@ -62,7 +62,7 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
     assert f"snapshot 4 (APPEND) of {table}: 1000 new records since snapshot 3" in out
     assert f"Asset file://{table}: 4 events from lakeformat_ingest.write_batch, snapshots [1, 2, 3, 4]" in out
     assert "would rewrite 4 files" in out and "rewrote 4 files in 1 group(s) into 1" in out
-    assert "expired snapshots 1..4 (earliest now 5, latest " in out and "files deleted: 4 data-file (" in out
+    assert "expired snapshots 1..4 (earliest now 5, latest " in out and "files deleted: 4 data-files (" in out
     assert "1 orphaned; files deleted: 1 data-file (" in out
     assert row(out, "snapshots") == ("4", "2")
     assert row(out, "latest commit kind") == ("APPEND", "COMPACT")
@@ -74,7 +74,7 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
     # The Iceberg table (an SQL catalog on SQLite): 4 appends, expiry keeps the last, the manifest
     # compaction's replace snapshot on top; its 4 data files stay live and the orphan is gone.
     iceberg = "demo.events_iceberg"
-    assert "default:demo.events_iceberg: expired 3 of 4 snapshots; files deleted: 3 manifest-list (" in out
+    assert "default:demo.events_iceberg: expired 3 of 4 snapshots; files deleted: 3 manifest-lists (" in out
     assert "1 orphaned; files deleted: 1 data-file (" in out.split("== Iceberg maintenance for real")[1]
     assert row(out, "snapshots", iceberg) == ("4", "2")
     assert row(out, "latest commit kind", iceberg) == ("APPEND", "REPLACE")

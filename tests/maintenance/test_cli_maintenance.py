@@ -82,3 +82,27 @@ def test_a_deleting_command_is_a_dry_run_unless_apply(tmp_path: Path, command: s
     code, out, err = run(command, str(tmp_path / "t"), *flags, "--apply")
     assert code == 0, err
     assert tree(table) != before and "dry run" not in out
+
+
+def test_a_paimon_orphan_dry_run_names_its_files_and_writes_the_report(tmp_path: Path) -> None:
+    """The Paimon dry run lists its orphans in text and writes --report as Iceberg's does (same keys)."""
+    build_history(tmp_path / "t", snapshots=3)
+    orphan = tmp_path / "t" / "manifest" / "manifest-orphan-0"
+    orphan.write_bytes(b"zz")
+    os.utime(orphan, (OLD, OLD))
+    fresh = tmp_path / "t" / "manifest" / "manifest-fresh-0"
+    fresh.write_bytes(b"new")
+    report = tmp_path / "orphans.jsonl"
+    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--report", str(report))
+    assert code == 0, err
+    assert f"  orphan: {orphan}" in out.splitlines() and str(fresh) not in out
+    assert "old enough" not in out and "(1 too recent)" in out.splitlines()[0]
+    (line,) = [json.loads(x) for x in report.read_text().splitlines()]
+    assert set(line) == {"path", "kind", "size", "lastModified", "action", "reason"}
+    assert line["path"] == str(orphan) and line["kind"] == "manifest" and line["size"] == 2
+    assert line["action"] == "would-delete" and line["lastModified"].endswith("+00:00")
+    assert orphan.exists()
+    code, out, err = run("remove-orphans", str(tmp_path / "t"), "--report", str(report), "--apply", "--json")
+    assert code == 0 and json.loads(out)["report"] == str(report) and not orphan.exists()
+    (line,) = [json.loads(x) for x in report.read_text().splitlines()]
+    assert line["action"] == "deleted" and line["lastModified"] is not None

@@ -27,11 +27,18 @@ def human_bytes(n: int | None) -> str:
     raise AssertionError("unreachable")
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 snapshot``, ``5 snapshots``, ``2 data-files``, ``3 directories``, ``2 statistics``."""
+    if count == 1 or noun.endswith("s"):
+        return f"{count} {noun}"
+    return f"{count} {noun[:-1]}ies" if noun.endswith("y") else f"{count} {noun}s"
+
+
 def kinds(files: Mapping[str, int] | None, sizes: Mapping[str, int] | None) -> str:
-    """``{"data-file": 4}`` and their bytes -> ``"4 data-file (1.2 KiB)"``; ``"nothing"`` when empty."""
+    """``{"data-file": 4}`` and their bytes -> ``"4 data-files (1.2 KiB)"``; ``"nothing"`` when empty."""
     sizes = sizes or {}
     return ", ".join(
-        f"{n} {kind} ({human_bytes(sizes.get(kind, 0))})" for kind, n in (files or {}).items()
+        f"{plural(n, kind)} ({human_bytes(sizes.get(kind, 0))})" for kind, n in (files or {}).items()
     ) or ("nothing")
 
 
@@ -47,10 +54,13 @@ def _expire(d: Mapping[str, Any]) -> str:
     verb = "would expire" if d.get("dryRun") else "expired"
     span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
     deleted = "to delete" if d.get("dryRun") else "deleted"
-    return (
-        f"{verb} {span} (earliest now {d.get('earliestAfter')}, latest {d.get('latest')}); "
-        f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
-    )
+    known = [
+        f"{k} {d[v]}"
+        for k, v in (("earliest now", "earliestAfter"), ("latest", "latest"))
+        if d.get(v) is not None
+    ]
+    where = f" ({', '.join(known)})" if known else ""
+    return f"{verb} {span}{where}; files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
 
 
 def _expire_iceberg(d: Mapping[str, Any]) -> str:
@@ -61,15 +71,18 @@ def _expire_iceberg(d: Mapping[str, Any]) -> str:
     removed = f", {'remove' if d.get('dryRun') else 'removed'} refs {', '.join(refs)}" if refs else ""
     deleted = "to delete" if d.get("dryRun") else "deleted"
     return (
-        f"{verb} {len(expired)} of {d.get('snapshotsBefore')} snapshots{removed}; "
+        f"{verb} {len(expired)} of {plural(d.get('snapshotsBefore') or 0, 'snapshot')}{removed}; "
         f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
     )
 
 
 def _orphans(d: Mapping[str, Any]) -> str:
+    """No "N old enough": a name-only local listing reads the age of unused files only, so that count
+    would claim in-use files old enough; ``orphaned`` is unused *and* older than the cutoff."""
     deleted = "to delete" if d.get("dryRun") else "deleted"
+    recent = f" ({d['tooRecent']} too recent)" if d.get("tooRecent") else ""
     return (
-        f"listed {d.get('filesListed')} files, {d.get('candidates')} old enough, {d.get('orphans')} orphaned; "
+        f"listed {plural(d.get('filesListed') or 0, 'file')}{recent}, {d.get('orphans')} orphaned; "
         f"files {deleted}: {kinds(d.get('files'), d.get('bytes'))}"
     )
 
@@ -77,11 +90,11 @@ def _orphans(d: Mapping[str, Any]) -> str:
 def _compact_manifests(d: Mapping[str, Any]) -> str:
     mode = d.get("mode", "full")
     if d.get("merge") == "none":
-        return f"{mode} manifest compaction: nothing to merge ({d.get('manifestsBefore')} manifests)"
+        return f"{mode} manifest compaction: nothing to merge ({plural(d.get('manifestsBefore') or 0, 'manifest')})"
     verb = "would merge" if d.get("dryRun") else "merged"
     committed = f"; committed snapshot {d['snapshotId']}" if d.get("snapshotId") else ""
     return (
-        f"{mode} manifest compaction {verb} {d.get('manifestsBefore')} manifests "
+        f"{mode} manifest compaction {verb} {plural(d.get('manifestsBefore') or 0, 'manifest')} "
         f"({human_bytes(d.get('bytesBefore'))}) into {d.get('manifestsAfter')} "
         f"({human_bytes(d.get('bytesAfter'))}){committed}"
     )

@@ -33,6 +33,7 @@ The building blocks (:func:`candidate_directories`, :func:`list_candidates`,
 
 from __future__ import annotations
 
+import contextlib
 import os
 import posixpath
 import time
@@ -518,13 +519,25 @@ def execute_orphan_cleanup(
         return allowed
 
     outcome: DeletionReport | None = None
+    mtimes = _local_mtimes(table, plan) if report is not None else {}  # read before anything goes
     try:
         outcome = deleter.delete(
             plan.orphans, task="deleting orphan files", total=len(plan.orphans), before_batch=still_orphaned
         )
     finally:
         if report is not None:
-            write_orphan_report(report, _report_rows(table, plan, outcome, kept, passed, dry_run))
+            rows = report_rows(
+                plan.orphans,
+                uri_of=table.io.uri,
+                mtimes=mtimes,
+                cutoff=plan.cutoff,
+                outcome=outcome,
+                kept=kept,
+                passed=passed,
+                dry_run=dry_run,
+                reason=_REASON,
+            )
+            write_orphan_report(report, rows)
     assert outcome is not None  # delete() returned
     if outcome.failed:
         raise DeletionFailedError(
@@ -541,34 +554,15 @@ def execute_orphan_cleanup(
 _KEPT = "became used after planning (a concurrent commit references it)"
 
 
-def _report_rows(
-    table: Table,
-    plan: OrphanCleanupPlan,
-    outcome: DeletionReport | None,
-    kept: dict[str, str],
-    passed: list[str],
-    dry_run: bool,
-) -> Iterator[dict[str, Any]]:
-    """The report's rows; last-modified times are read for local files only (object-store listing ages
-    are not kept in the plan: null there)."""
+def _local_mtimes(table: Table, plan: OrphanCleanupPlan) -> dict[str, float]:
+    """The orphans' last-modified times for the report: local files only (object-store listing ages are
+    not kept in the plan; the report says null there)."""
     mtimes: dict[str, float] = {}
     if table.io.is_local:
         for request in plan.orphans:
-            try:
+            with contextlib.suppress(OSError):  # gone since planning: its age is no longer known
                 mtimes[request.path] = os.stat(request.path).st_mtime
-            except OSError:
-                continue  # deleted by now (a real run): its age is no longer known
-    return report_rows(
-        plan.orphans,
-        uri_of=table.io.uri,
-        mtimes=mtimes,
-        cutoff=plan.cutoff,
-        outcome=outcome,
-        kept=kept,
-        passed=passed,
-        dry_run=dry_run,
-        reason=_REASON,
-    )
+    return mtimes
 
 
 def remove_orphan_files(
