@@ -39,7 +39,8 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from bench.bench_spark_write import FIELDS, load_average, rows_table, spark_submit  # noqa: E402
+from bench.support.runs import load_average, machine_facts  # noqa: E402
+from bench.support.spark import FIELDS, rows_table, spark_submit  # noqa: E402
 
 DEFAULT_WORK_DIR = BENCH_DIR / ".work"
 RESULT_PATH = BENCH_DIR / "results" / "compact_data.json"
@@ -169,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output", default=str(RESULT_PATH))
     args = parser.parse_args(argv)
     from airflow_lakeformat.core.paimon.options import parse_memory_size
-    from bench.bench_planning import machine_facts
 
     target = parse_memory_size(args.target_file_size)
     table_dir, facts = ensure_table(args)

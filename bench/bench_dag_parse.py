@@ -222,8 +222,7 @@ def summarize(values: list[float]) -> dict[str, Any]:
 def machine() -> dict[str, Any]:
     from importlib import metadata
 
-    sys.path.insert(0, str(BENCH_DIR))
-    from bench_planning import machine_facts
+    from bench.support.runs import machine_facts
 
     facts = machine_facts()
     for dist in ("apache-airflow", "apache-airflow-core", "apache-airflow-task-sdk", "pyspark"):

@@ -45,15 +45,12 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(1, str(BENCH_DIR))
 
-from bench_commit import AccessCounter, link_copy  # noqa: E402
-from bench_orphans import DAY, PARTITIONS, HistoryWriter, memory_around, walk_files  # noqa: E402
-from bench_planning import machine_facts, run_json  # noqa: E402
+from bench.support.access import AccessCounter, link_copy  # noqa: E402
+from bench.support.memory import memory_around  # noqa: E402
+from bench.support.paimon_history import DAY, PARTITIONS, HistoryWriter, walk_files  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, machine_facts, run_json  # noqa: E402
 
-DEFAULT_WORK_DIR = BENCH_DIR / ".work"
-RESULTS_DIR = BENCH_DIR / "results"
 DEFAULT_SIZES = (10_000, 100_000)
 DEFAULT_EXPIRE = (100, 1_000)
 DEFAULT_COMMITS = 1_100

@@ -36,7 +36,7 @@ Measured in one run, each in a fresh process:
             ``progress`` / ``on_phase`` hooks into listing, refresh, manifest lists, manifests and
             classification; the process's RSS high-water mark (VmHWM, reset before the plan) and its delta
 plan-memory the same plan once more, untimed, with the memory of its process and of the helper it forks
-            sampled from outside (``tree_memory.py``): the peak of their summed PSS, which is the physical
+            sampled from outside (``bench/support/tree_memory.py``): the peak of their summed PSS, which is the physical
             memory the two hold together (the helper's pages are mostly the parent's, shared)
 
 Files classified/s = files listed / plan seconds; ratios against the raw floors of the same run. Checks
@@ -64,24 +64,15 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
-for _p in (str(REPO_ROOT), str(BENCH_DIR)):
-    if _p not in sys.path:
-        sys.path.insert(0, _p)
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
 
-from bench_orphans import (  # noqa: E402
-    DAY,
-    MiB,
-    PhaseClock,
-    memory_around,
-    project,
-    tree_digest,
-    worker_walk,
-)
-from bench_planning import machine_facts, run_json  # noqa: E402
-from tree_memory import run_json_sampled  # noqa: E402
+from bench.support.memory import memory_around  # noqa: E402
+from bench.support.orphan_table import PhaseClock, project, worker_walk  # noqa: E402
+from bench.support.paimon_history import DAY, tree_digest  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, MiB, machine_facts, run_json  # noqa: E402
+from bench.support.tree_memory import run_json_sampled  # noqa: E402
 
-DEFAULT_WORK_DIR = BENCH_DIR / ".work"
-RESULTS_DIR = BENCH_DIR / "results"
 GENERATOR_VERSION = 1
 PARTITIONS = 50
 GOAL_FILES_PER_SECOND = 200_000

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_orphans_snapshots.py [--commits 2000] [--orphans 20000]
 
-The table (``bench/pypaimon_table.py``, shared with ``bench_planning.py``) is what a table nobody
+The table (``bench/support/pypaimon_table.py``, shared with ``bench_planning.py``) is what a table nobody
 maintains looks like: pypaimon 2.1 never merges manifests, so 2,000 commits of 50 files leave
 100,000 live files in 2,000 manifests, and snapshot ``k``'s base manifest list holds ``k - 1`` of
 them: about 2 million manifest-list rows over all snapshots for 2,000 distinct manifests. Each run
@@ -22,18 +22,17 @@ import time
 from pathlib import Path
 
 BENCH_DIR = Path(__file__).resolve().parent
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(0, str(BENCH_DIR))
+REPO_ROOT = BENCH_DIR.parent
+for entry in (str(REPO_ROOT), str(BENCH_DIR)):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
 
-from bench_orphans import (  # noqa: E402
-    DEFAULT_WORK_DIR,
-    RESULTS_DIR,
-    add_common_arguments,
-    plan_planting,
-    run_benchmark,
-    run_worker,
-)
-from pypaimon_table import ensure_pypaimon_table  # noqa: E402
+# This benchmark is bench_orphans.py on another table: it reuses that benchmark's run (a one-way import).
+from bench_orphans import add_common_arguments, run_benchmark, run_worker  # noqa: E402
+
+from bench.support.orphan_table import plan_planting  # noqa: E402
+from bench.support.pypaimon_table import ensure_pypaimon_table  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:

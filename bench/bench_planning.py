@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_planning.py                      # the pypaimon table: 2,000 commits x 50 files
     .venv/bin/python bench/bench_planning.py --table generated --files 100000 --manifests 1000
 
-By default the table is written by pypaimon 2.1 itself (``bench/pypaimon_table.py``, cached under
+By default the table is written by pypaimon 2.1 itself (``bench/support/pypaimon_table.py``, cached under
 bench/.work/ and shared with ``bench_orphans_snapshots.py``): 2,000 commits of one file in each of
 50 partitions, never merged, so 100,000 live files in 2,000 manifests. ``--table generated`` builds
 the earlier table with the project's own codecs instead. Measured in one run, each method in its
@@ -31,21 +31,14 @@ import hashlib
 import io
 import json
 import os
-import platform
 import pstats
-import random
-import resource
-import shutil
 import statistics
-import subprocess
 import sys
 import time
 import tracemalloc
-import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from datetime import datetime, timedelta, timezone
-from importlib import metadata
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -53,134 +46,25 @@ BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
-if str(BENCH_DIR) not in sys.path:
-    sys.path.insert(1, str(BENCH_DIR))
 
-PYPAIMON_ENV_VAR = "LAKEFORMAT_PYPAIMON_PYTHON"
-DEFAULT_PYPAIMON_PYTHON = REPO_ROOT / ".venv-pypaimon" / "bin" / "python"
+from bench.support.memory import current_rss, high_water, reset_high_water  # noqa: E402
+from bench.support.planning_table import DATABASE, TABLE, ensure_table  # noqa: E402
+from bench.support.runs import (  # noqa: E402
+    DEFAULT_WORK_DIR,
+    PYPAIMON_ENV_VAR,
+    RESULTS_DIR,
+    MiB,
+    machine_facts,
+    pypaimon_python,
+    run_json,
+)
+
 PYPAIMON_SCRIPT = BENCH_DIR / "pypaimon_plan.py"
-DEFAULT_WORK_DIR = BENCH_DIR / ".work"
-RESULTS_DIR = BENCH_DIR / "results"
 DEFAULT_FILES = 100_000
 DEFAULT_MANIFESTS = 1_000
-GENERATOR_VERSION = 1  # bump when the generated table changes, to invalidate cached tables
-DATABASE = "bench"
-TABLE = "planning"
-FIELDS = [
-    ("dt", "STRING"),
-    ("id", "BIGINT"),
-    ("name", "STRING"),
-    ("amount", "DOUBLE"),
-    ("ts", "TIMESTAMP(3)"),
-]
-MiB = 1024 * 1024
 
 
 # ---- table generation ------------------------------------------------------------------------
-
-
-def _split(total: int, parts: int, index: int) -> int:
-    """Size of part ``index`` when ``total`` is spread as evenly as possible over ``parts``."""
-    return total * (index + 1) // parts - total * index // parts
-
-
-def build_table(
-    table_dir: Path, files: int, manifests: int, commits: int, partitions: int, compression: str
-) -> None:
-    from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
-    from tests.support.tables import TableBuilder
-
-    rng = random.Random(20260101)
-    builder = TableBuilder(
-        table_dir,
-        FIELDS,
-        partition_keys=["dt"],
-        options={"bucket": "-1", "file.format": "parquet", "manifest.compression": compression},
-        compression=compression,
-    )
-    day0 = datetime(2025, 1, 1)
-    partition_rows = [
-        builder.partition((day0 + timedelta(days=i)).strftime("%Y-%m-%d")) for i in range(partitions)
-    ]
-    # Each commit lands in a window of recent partitions (today plus late-arriving days).
-    span = max(3, -(-partitions // commits))
-    epoch_ms = int(datetime(2026, 1, 1, tzinfo=timezone.utc).timestamp() * 1000)
-    sequence = 0
-    for c in range(commits):
-        count = _split(files, commits, c)
-        commit_ms = epoch_ms + c * 60_000
-        start = c * partitions // commits
-        entries = []
-        for j in range(count):
-            rows = rng.randint(10_000, 2_000_000)
-            meta_fields: dict[str, Any] = {
-                "min_sequence_number": sequence,
-                "max_sequence_number": sequence + rows - 1,
-                "schema_id": 0,
-                "creation_time": datetime.fromtimestamp((commit_ms - 5_000 + j) / 1000, tz=timezone.utc),
-                "delete_row_count": 0,
-                "file_source": FileSource.APPEND,
-                "value_stats_cols": [],
-            }
-            sequence += rows
-            name = f"data-{uuid.UUID(int=rng.getrandbits(128), version=4)}-{j}.parquet"
-            meta = DataFileMeta.create(name, rows * rng.randint(20, 60), rows, **meta_fields)
-            entries.append(
-                ManifestEntry.create(
-                    FileKind.ADD, partition_rows[(start + j % span) % partitions], 0, -1, meta
-                )
-            )
-        builder.commit(entries, manifests=_split(manifests, commits, c), time_millis=commit_ms)
-
-
-def table_stats(table_dir: Path) -> dict[str, Any]:
-    from airflow_lakeformat.core.paimon.table import Table
-
-    table = Table.open(str(table_dir))
-    snapshot = table.snapshot_manager.latest_snapshot()
-    assert snapshot is not None
-    base, delta = table.data_manifests(snapshot)
-    manifest_bytes = sum(m.file_size for m in base + delta)
-    return {
-        "snapshot_id": snapshot.id,
-        "snapshots": len(table.snapshot_manager.list_snapshot_ids()),
-        "base_manifests": len(base),
-        "delta_manifests": len(delta),
-        "manifests": len(base) + len(delta),
-        "manifest_bytes": manifest_bytes,
-        "manifest_list_bytes": (snapshot.base_manifest_list_size or 0)
-        + (snapshot.delta_manifest_list_size or 0),
-        "added_entries": sum(m.num_added_files for m in base + delta),
-        "deleted_entries": sum(m.num_deleted_files for m in base + delta),
-        "data_files_on_disk": 0,
-    }
-
-
-def ensure_table(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
-    """The cached table for these parameters, built if missing; returns (warehouse, table_dir, stats)."""
-    key = (
-        f"planning-v{GENERATOR_VERSION}-f{args.files}-m{args.manifests}-c{args.commits}"
-        f"-p{args.partitions}-{args.compression}"
-    )
-    root = Path(args.work_dir).resolve() / key
-    warehouse = root / "warehouse"
-    table_dir = warehouse / f"{DATABASE}.db" / TABLE
-    marker = root / "params.json"
-    if marker.exists() and not args.rebuild:
-        info = json.loads(marker.read_text())
-        print(f"using cached table {table_dir}", file=sys.stderr)
-        return warehouse, table_dir, info["stats"]
-    if root.exists():
-        shutil.rmtree(root)
-    print(f"building table {table_dir} ...", file=sys.stderr)
-    t0 = time.perf_counter()
-    build_table(table_dir, args.files, args.manifests, args.commits, args.partitions, args.compression)
-    stats = table_stats(table_dir)
-    stats["build_seconds"] = round(time.perf_counter() - t0, 2)
-    print(f"built in {stats['build_seconds']} s: {stats}", file=sys.stderr)
-    params = {k: getattr(args, k) for k in ("files", "manifests", "commits", "partitions", "compression")}
-    marker.write_text(json.dumps({"params": params, "stats": stats}, indent=2))
-    return warehouse, table_dir, stats
 
 
 # ---- the measured functions (run inside worker subprocesses) -----------------------------------
@@ -231,34 +115,6 @@ def _names_of(method: str, result: Any) -> list[str]:
     return [r["_FILE"]["_FILE_NAME"] for records in result for r in records if r["_KIND"] == 0]
 
 
-def _current_rss() -> int:
-    with open("/proc/self/statm", encoding="ascii") as handle:
-        return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
-def _peak_rss() -> int:
-    """This process's RSS high-water mark (VmHWM) since start or the last :func:`_reset_peak`.
-
-    Not ``ru_maxrss``: Linux carries it over ``exec`` from the forking parent.
-    """
-    try:
-        with open("/proc/self/status", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-
-
-def _reset_peak() -> None:
-    try:
-        with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
-            handle.write("5")
-    except OSError:
-        pass
-
-
 def worker(
     method: str, table_dir: str, parallelism: int, repeat: int, warmup: int, trace: bool
 ) -> dict[str, Any]:
@@ -278,10 +134,10 @@ def worker(
         import fastavro  # noqa: F401
 
     gc.collect()
-    _reset_peak()
-    rss_before, peak_before = _current_rss(), _peak_rss()
+    reset_high_water()
+    rss_before, peak_before = current_rss(), high_water()
     result = fn()
-    peak_after = _peak_rss()
+    peak_after = high_water()
     names = sorted(_names_of(method, result))
     digest = hashlib.sha256("\n".join(names).encode()).hexdigest()
     files, unique = len(names), len(set(names))
@@ -348,55 +204,6 @@ def profile_ours(table_dir: str, out_path: Path, top: int) -> list[str]:
 # ---- orchestration ---------------------------------------------------------------------------
 
 
-def _clean_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
-        env.pop(name, None)
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
-
-
-def run_json(command: list[str], timeout: float = 3600) -> dict[str, Any]:
-    completed = subprocess.run(
-        command, capture_output=True, text=True, env=_clean_env(), cwd=REPO_ROOT, timeout=timeout, check=False
-    )
-    if completed.returncode != 0:
-        raise RuntimeError(
-            f"{' '.join(command)} failed (exit {completed.returncode}):\n{completed.stderr}\n{completed.stdout[:2000]}"
-        )
-    return json.loads(completed.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
-def pypaimon_python(override: str | None) -> Path | None:
-    candidate = override or os.environ.get(PYPAIMON_ENV_VAR) or str(DEFAULT_PYPAIMON_PYTHON)
-    path = Path(candidate)
-    return path if path.is_file() and os.access(path, os.X_OK) else None
-
-
-def machine_facts() -> dict[str, Any]:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in handle if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    mem = None
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            mem = int(next(ln for ln in handle if ln.startswith("MemTotal")).split()[1]) * 1024
-    except (OSError, StopIteration):
-        pass
-    return {
-        "cpu": cpu,
-        "cpu_count": os.cpu_count(),
-        "memory_bytes": mem,
-        "platform": platform.platform(),
-        "python": sys.version.split()[0],
-        "fastavro": metadata.version("fastavro"),
-        "fsspec": metadata.version("fsspec"),
-    }
-
-
 def _ours_package() -> str:
     import airflow_lakeformat
 
@@ -408,6 +215,45 @@ def _fmt_mib(value: int | None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.ours_root:
+        sys.path.insert(0, str(Path(args.ours_root).resolve()))
+    if args.worker:
+        method, table_dir, parallelism = args.worker
+        document = worker(
+            method, table_dir, int(parallelism), args.repeat, args.warmup, not args.no_tracemalloc
+        )
+        json.dump(document, sys.stdout)
+        sys.stdout.write("\n")
+        return 0
+
+    name, warehouse, table_dir, stats = _prepare_table(args, parser)
+    output = Path(args.output) if args.output else RESULTS_DIR / name
+    output.parent.mkdir(parents=True, exist_ok=True)
+    methods = _measure(args, warehouse, table_dir)
+    expected = methods["ours"]
+    mismatches = [
+        label
+        for label, m in methods.items()
+        if (m["files"], m["unique_files"], m["digest"])
+        != (expected["files"], expected["files"], expected["digest"])
+    ]
+    if expected["files"] != stats["added_entries"] - stats["deleted_entries"]:
+        mismatches.append("table-stats")
+
+    profile_lines: list[str] = []
+    if not args.no_profile:
+        print("profiling ours (read_parallelism=1) ...", file=sys.stderr)
+        profile_lines = profile_ours(str(table_dir), output.with_suffix(".profile.txt"), 15)
+    result = _result(args, methods, table_dir, stats, mismatches, profile_lines)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    _print_summary(args, result, stats)
+    print(f"results: {output}")
+    return 0 if not mismatches else 1
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -463,21 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--worker", nargs=3, metavar=("METHOD", "TABLE_DIR", "PARALLELISM"), help=argparse.SUPPRESS
     )
-    args = parser.parse_args(argv)
-    if args.ours_root:
-        sys.path.insert(0, str(Path(args.ours_root).resolve()))
+    return parser
 
-    if args.worker:
-        method, table_dir, parallelism = args.worker
-        document = worker(
-            method, table_dir, int(parallelism), args.repeat, args.warmup, not args.no_tracemalloc
-        )
-        json.dump(document, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
 
+def _prepare_table(
+    args: argparse.Namespace, parser: argparse.ArgumentParser
+) -> tuple[str, Path, Path, dict[str, Any]]:
+    """The table of ``--table`` (built or taken from the cache): (result file name, warehouse, table, stats)."""
     if args.table == "pypaimon":
-        from pypaimon_table import ensure_pypaimon_table
+        from bench.support.pypaimon_table import ensure_pypaimon_table
 
         args.commits = args.commits or 2000
         args.partitions = args.partitions or 50
@@ -509,8 +349,11 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("need 1 <= commits <= manifests <= files")
         name = f"planning-generated-f{args.files}-m{args.manifests}.json"
         warehouse, table_dir, stats = ensure_table(args)
-    output = Path(args.output) if args.output else RESULTS_DIR / name
-    output.parent.mkdir(parents=True, exist_ok=True)
+    return name, warehouse, table_dir, stats
+
+
+def _measure(args: argparse.Namespace, warehouse: Path, table_dir: Path) -> dict[str, dict[str, Any]]:
+    """Every method in its own fresh worker process (pypaimon in its venv, unless skipped)."""
     common = ["--repeat", str(args.repeat), "--warmup", str(args.warmup)]
     if args.no_tracemalloc:
         common.append("--no-tracemalloc")
@@ -546,21 +389,19 @@ def main(argv: list[str] | None = None) -> int:
         document["interpreter"] = str(pypaimon)
         methods["pypaimon"] = document
 
+    return methods
+
+
+def _result(
+    args: argparse.Namespace,
+    methods: dict[str, dict[str, Any]],
+    table_dir: Path,
+    stats: dict[str, Any],
+    mismatches: list[str],
+    profile_lines: list[str],
+) -> dict[str, Any]:
+    """The result document: every method's ratios to raw and pypaimon, and the issue's targets."""
     expected = methods["ours"]
-    mismatches = [
-        label
-        for label, m in methods.items()
-        if (m["files"], m["unique_files"], m["digest"])
-        != (expected["files"], expected["files"], expected["digest"])
-    ]
-    if expected["files"] != stats["added_entries"] - stats["deleted_entries"]:
-        mismatches.append("table-stats")
-
-    profile_lines: list[str] = []
-    if not args.no_profile:
-        print("profiling ours (read_parallelism=1) ...", file=sys.stderr)
-        profile_lines = profile_ours(str(table_dir), output.with_suffix(".profile.txt"), 15)
-
     raw = methods["raw"]["median"]
     pyp = methods.get("pypaimon", {}).get("median")
     raw_cpu = methods["raw"]["cpu_median"]
@@ -572,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
         m["cpu_vs_pypaimon"] = m["cpu_median"] / pyp_cpu if pyp_cpu else None
         m["entries_per_second"] = expected["files"] / m["median"]
     ours = methods["ours"]["median"]
-    result: dict[str, Any] = {
+    return {
         "benchmark": "live-file planning",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "machine": machine_facts(),
@@ -620,8 +461,12 @@ def main(argv: list[str] | None = None) -> int:
         "mismatches": mismatches,
         "profile_top": profile_lines,
     }
-    output.write_text(json.dumps(result, indent=2) + "\n")
 
+
+def _print_summary(args: argparse.Namespace, result: dict[str, Any], stats: dict[str, Any]) -> None:
+    methods, mismatches = result["methods"], result["mismatches"]
+    expected = methods["ours"]
+    pyp = methods.get("pypaimon", {}).get("median")
     print()
     print(
         f"table: {expected['files']:,} live files in {stats['manifests']:,} manifests "
@@ -650,8 +495,6 @@ def main(argv: list[str] | None = None) -> int:
         + f"   ours-full/raw = {ratios['ours-full/raw']:.2f}"
     )
     print(f"file sets agree: {not mismatches}" + (f" (mismatch: {mismatches})" if mismatches else ""))
-    print(f"results: {output}")
-    return 0 if not mismatches else 1
 
 
 if __name__ == "__main__":

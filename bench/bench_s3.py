@@ -67,6 +67,8 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.support.runs import machine_facts  # noqa: E402
+
 RESULT_PATH = BENCH_DIR / "results" / "s3.json"
 BUCKET = "bench"
 TABLE = "wh/db.db/t"
@@ -459,7 +461,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=str(RESULT_PATH))
     args = parser.parse_args(argv)
 
-    from bench.bench_planning import machine_facts
     from tests.support.seaweedfs import SeaweedFSServer, find_weed_binary
 
     Path(args.work_dir).mkdir(parents=True, exist_ok=True)

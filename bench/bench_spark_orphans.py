@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_spark_orphans.py [--files 1000000] [--snapshots 200] [--rebuild]
 
-The table and the orphans are bench_orphans.py's (imported, not copied): a partitioned, bucketed
+The table and the orphans are bench_orphans.py's (bench/support/orphan_table.py, imported, not copied): a partitioned, bucketed
 append table with a 200-snapshot history committed through the core's commit path, 90 % of the
 directory's files referenced, the rest planted as old orphans in every location cleanup lists, plus
 0.1 % fresh orphans and a few old, empty bucket directories. This benchmark works on a hard-linked
@@ -42,18 +42,16 @@ for entry in (str(REPO_ROOT), str(BENCH_DIR)):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-from bench_orphans import (  # noqa: E402
-    DAY,
+from bench.support.orphan_table import (  # noqa: E402
     DEFAULT_FILES,
     DEFAULT_SNAPSHOTS,
-    DEFAULT_WORK_DIR,
     ensure_table,
     plan_planting,
     plant,
     remove_planted,
-    tree_digest,
 )
-from bench_planning import machine_facts  # noqa: E402
+from bench.support.paimon_history import DAY, tree_digest  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, machine_facts  # noqa: E402
 
 RESULT_PATH = BENCH_DIR / "results" / "spark_orphans.json"
 PLANTING_SEED = 20261122  # the same orphans in every run and before both real runs

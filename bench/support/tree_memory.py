@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Any
 
-from bench_planning import REPO_ROOT, _clean_env
+from bench.support.runs import REPO_ROOT, clean_env
 
 
 def _children(pid: int) -> list[int]:
@@ -84,7 +84,7 @@ def run_json_sampled(
         the most processes seen at once, and how many samples were taken.
     """
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        process = subprocess.Popen(command, stdout=out, stderr=err, env=_clean_env(), cwd=REPO_ROOT)
+        process = subprocess.Popen(command, stdout=out, stderr=err, env=clean_env(), cwd=REPO_ROOT)
         deadline = time.monotonic() + timeout
         peak_pss = peak_rss = peak_processes = samples = 0
         while process.poll() is None:

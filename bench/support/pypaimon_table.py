@@ -18,29 +18,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-BENCH_DIR = Path(__file__).resolve().parent
-REPO_ROOT = BENCH_DIR.parent
+from bench.support.paimon_history import tree_digest
+from bench.support.runs import BENCH_DIR, PYPAIMON_ENV_VAR, REPO_ROOT, clean_env, pypaimon_python
+
 BUILD_SCRIPT = BENCH_DIR / "pypaimon_build.py"
-PYPAIMON_ENV_VAR = "LAKEFORMAT_PYPAIMON_PYTHON"
-DEFAULT_PYPAIMON_PYTHON = REPO_ROOT / ".venv-pypaimon" / "bin" / "python"
 DATABASE = "bench"
 TABLE = "planning"
 VERSION = 1  # bump when the build changes, to invalidate cached tables
 DAY = 86_400
-
-
-def pypaimon_python(override: str | None = None) -> Path | None:
-    candidate = override or os.environ.get(PYPAIMON_ENV_VAR) or str(DEFAULT_PYPAIMON_PYTHON)
-    path = Path(candidate)
-    return path if path.is_file() and os.access(path, os.X_OK) else None
-
-
-def _clean_env() -> dict[str, str]:
-    env = dict(os.environ)
-    for name in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"):
-        env.pop(name, None)
-    env["PYTHONWARNINGS"] = "ignore"
-    return env
 
 
 def _age_tree(root: Path, when: float) -> int:
@@ -55,9 +40,6 @@ def _age_tree(root: Path, when: float) -> int:
 def _facts(table_dir: Path) -> dict[str, Any]:
     from airflow_lakeformat.core.paimon.maintenance.references import snapshot_references
     from airflow_lakeformat.core.paimon.table import Table
-
-    sys.path.insert(0, str(BENCH_DIR))
-    from bench_orphans import tree_digest
 
     table = Table.open(str(table_dir))
     latest = table.snapshot_manager.latest_snapshot()
@@ -106,7 +88,7 @@ def ensure_pypaimon_table(
     completed = subprocess.run(
         [str(interpreter), str(BUILD_SCRIPT), str(warehouse), DATABASE, TABLE, "--commits", str(commits),
          "--partitions", str(partitions), "--rows-per-partition", str(rows)],
-        capture_output=True, text=True, env=_clean_env(), cwd=REPO_ROOT, check=False,
+        capture_output=True, text=True, env=clean_env(), cwd=REPO_ROOT, check=False,
     )  # fmt: skip
     if completed.returncode != 0:
         raise RuntimeError(f"pypaimon build failed:\n{completed.stderr[-3000:]}")
