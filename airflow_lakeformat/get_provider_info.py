@@ -19,85 +19,108 @@ _SECRET_STRING: dict[str, Any] = {"type": ["string", "null"], "format": "passwor
 
 
 def _connection_type() -> dict[str, Any]:
+    """The ``lakeformat`` connection type: the form's standard fields, then its extras."""
     return {
         "connection-type": "lakeformat",
         "hook-class-name": "airflow_lakeformat.hooks.lakeformat.LakeformatHook",
         "hook-name": "Lakeformat (Apache Paimon and Iceberg tables)",
-        "ui-field-behaviour": {
-            "hidden-fields": ["schema", "port"],
-            "relabeling": {
-                "host": "Warehouse or table URI",
-                "login": "Access key ID",
-                "password": "Secret access key",
-            },
-            "placeholders": {
-                "host": "s3://bucket/warehouse  (or /data/warehouse, or s3://bucket/warehouse/db.db/table)",
-                "login": "optional; falls back to the environment (AWS_ACCESS_KEY_ID, instance role, ...)",
-                "password": "optional",
-            },
+        "ui-field-behaviour": _ui_field_behaviour(),
+        "conn-fields": {**_storage_fields(), **_table_fields(), **_iceberg_catalog_fields()},
+    }
+
+
+def _ui_field_behaviour() -> dict[str, Any]:
+    """The standard fields: host is the warehouse, login and password the S3 keys."""
+    return {
+        "hidden-fields": ["schema", "port"],
+        "relabeling": {
+            "host": "Warehouse or table URI",
+            "login": "Access key ID",
+            "password": "Secret access key",
         },
-        "conn-fields": {
-            "endpoint_url": {
-                "label": "S3 endpoint URL",
-                "description": "For S3-compatible stores (MinIO, SeaweedFS, Ceph): e.g. http://seaweedfs:8333",
-                "schema": _NULLABLE_STRING,
-            },
-            "region": {
-                "label": "Region",
-                "description": "Object-store region, e.g. eu-west-1",
-                "schema": _NULLABLE_STRING,
-            },
-            "session_token": {
-                "label": "Session token",
-                "description": "Temporary-credential session token (kept secret)",
-                "schema": _SECRET_STRING,
-            },
-            "storage_options": {
-                "label": "Other storage options (JSON)",
-                "description": 'fsspec storage options as a JSON object, e.g. {"config_kwargs": {"s3": '
-                '{"addressing_style": "path"}}}',
-                "schema": _NULLABLE_STRING,
-            },
-            "commit_user_prefix": {
-                "label": "Commit user prefix",
-                "description": "Prefix of the commit user of every commit the operators make through this "
-                "connection (Paimon's commit user; the lakeformat.commit-user of Iceberg snapshot summaries)",
-                "schema": _NULLABLE_STRING,
-            },
-            "format": {
-                "label": "Table format",
-                "description": "paimon or iceberg; empty: detected from each table's files",
-                "schema": {"type": ["string", "null"], "enum": ["", "paimon", "iceberg", None]},
-            },
-            "iceberg_catalog": {
-                "label": "Iceberg catalog name",
-                "description": "A pyiceberg catalog (from .pyiceberg.yaml / PYICEBERG_CATALOG__*), or the name "
-                "the catalog below goes by (default: default); namespace.table names are then its tables",
-                "schema": _NULLABLE_STRING,
-            },
-            "iceberg_catalog_properties": {
-                "label": "Iceberg catalog properties (JSON)",
-                "description": 'pyiceberg load_catalog properties, e.g. {"type": "sql", "uri": '
-                '"sqlite:////data/catalog.db", "warehouse": "file:///data/wh"} or {"type": "rest", "uri": '
-                '"https://catalog:8181"}; no secrets here (use the fields below)',
-                "schema": _NULLABLE_STRING,
-            },
-            "iceberg_catalog_credential": {
-                "label": "Iceberg REST credential",
-                "description": "The REST catalog's credential (client_id:client_secret; kept secret)",
-                "schema": _SECRET_STRING,
-            },
-            "iceberg_catalog_token": {
-                "label": "Iceberg REST token",
-                "description": "The REST catalog's bearer token (kept secret)",
-                "schema": _SECRET_STRING,
-            },
-            "iceberg_catalog_secret_properties": {
-                "label": "Secret Iceberg catalog properties (JSON)",
-                "description": 'Merged over the properties and kept secret, e.g. {"glue.secret-access-key": '
-                '"...", "uri": "postgresql+psycopg2://user:password@db/catalog"}',
-                "schema": _SECRET_STRING,
-            },
+        "placeholders": {
+            "host": "s3://bucket/warehouse  (or /data/warehouse, or s3://bucket/warehouse/db.db/table)",
+            "login": "optional; falls back to the environment (AWS_ACCESS_KEY_ID, instance role, ...)",
+            "password": "optional",
+        },
+    }
+
+
+def _storage_fields() -> dict[str, Any]:
+    """Extras for the object store (fsspec/S3 settings beyond the keys)."""
+    return {
+        "endpoint_url": {
+            "label": "S3 endpoint URL",
+            "description": "For S3-compatible stores (MinIO, SeaweedFS, Ceph): e.g. http://seaweedfs:8333",
+            "schema": _NULLABLE_STRING,
+        },
+        "region": {
+            "label": "Region",
+            "description": "Object-store region, e.g. eu-west-1",
+            "schema": _NULLABLE_STRING,
+        },
+        "session_token": {
+            "label": "Session token",
+            "description": "Temporary-credential session token (kept secret)",
+            "schema": _SECRET_STRING,
+        },
+        "storage_options": {
+            "label": "Other storage options (JSON)",
+            "description": 'fsspec storage options as a JSON object, e.g. {"config_kwargs": {"s3": '
+            '{"addressing_style": "path"}}}',
+            "schema": _NULLABLE_STRING,
+        },
+    }
+
+
+def _table_fields() -> dict[str, Any]:
+    """Extras for the tables: the commit user's prefix and the format."""
+    return {
+        "commit_user_prefix": {
+            "label": "Commit user prefix",
+            "description": "Prefix of the commit user of every commit the operators make through this "
+            "connection (Paimon's commit user; the lakeformat.commit-user of Iceberg snapshot summaries)",
+            "schema": _NULLABLE_STRING,
+        },
+        "format": {
+            "label": "Table format",
+            "description": "paimon or iceberg; empty: detected from each table's files",
+            "schema": {"type": ["string", "null"], "enum": ["", "paimon", "iceberg", None]},
+        },
+    }
+
+
+def _iceberg_catalog_fields() -> dict[str, Any]:
+    """Extras for an Iceberg catalog (its name, properties and secrets)."""
+    return {
+        "iceberg_catalog": {
+            "label": "Iceberg catalog name",
+            "description": "A pyiceberg catalog (from .pyiceberg.yaml / PYICEBERG_CATALOG__*), or the name "
+            "the catalog below goes by (default: default); namespace.table names are then its tables",
+            "schema": _NULLABLE_STRING,
+        },
+        "iceberg_catalog_properties": {
+            "label": "Iceberg catalog properties (JSON)",
+            "description": 'pyiceberg load_catalog properties, e.g. {"type": "sql", "uri": '
+            '"sqlite:////data/catalog.db", "warehouse": "file:///data/wh"} or {"type": "rest", "uri": '
+            '"https://catalog:8181"}; no secrets here (use the fields below)',
+            "schema": _NULLABLE_STRING,
+        },
+        "iceberg_catalog_credential": {
+            "label": "Iceberg REST credential",
+            "description": "The REST catalog's credential (client_id:client_secret; kept secret)",
+            "schema": _SECRET_STRING,
+        },
+        "iceberg_catalog_token": {
+            "label": "Iceberg REST token",
+            "description": "The REST catalog's bearer token (kept secret)",
+            "schema": _SECRET_STRING,
+        },
+        "iceberg_catalog_secret_properties": {
+            "label": "Secret Iceberg catalog properties (JSON)",
+            "description": 'Merged over the properties and kept secret, e.g. {"glue.secret-access-key": '
+            '"...", "uri": "postgresql+psycopg2://user:password@db/catalog"}',
+            "schema": _SECRET_STRING,
         },
     }
 

@@ -172,12 +172,12 @@ with DAG(
         """Append the batches, each once per run; the snapshot ids."""
         import pyarrow as pa
 
+        from airflow_lakeformat.core.table_writes import table_writes
         from airflow_lakeformat.hooks.lakeformat import LakeformatHook
         from airflow_lakeformat.operators.commit import commit_identifier
-        from airflow_lakeformat.operators.iceberg_commits import append_rows
 
         hook = LakeformatHook(CONN_ID)
-        native = hook.open_lake_table(table, "iceberg").native
+        writes = table_writes(hook.open_lake_table(table, "iceberg"))
         ti = context["ti"]
         user = hook.commit_user(ti.dag_id, ti.task_id)
         dt = context["ds"] if context.get("ds") else "1970-01-01"
@@ -194,10 +194,10 @@ with DAG(
                     "amount": [i * 0.5 for i in range(int(rows))],
                 }
             )
-            snapshot, landed = append_rows(native, data, user, identifier)  # type: ignore[arg-type]
-            state = "already committed by an earlier try" if landed else "committed"
-            print(f"batch {number}: {int(rows)} rows, snapshot {snapshot.snapshot_id} ({state})")
-            snapshots.append(snapshot.snapshot_id)
+            done = writes.write_rows(data, commit_user=user, commit_identifier=identifier)
+            state = "already committed by an earlier try" if done["alreadyCommitted"] else "committed"
+            print(f"batch {number}: {int(rows)} rows, snapshot {done['snapshotId']} ({state})")
+            snapshots.append(done["snapshotId"])
         return snapshots
 
     shared: dict[str, Any] = {

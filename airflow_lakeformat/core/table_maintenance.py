@@ -27,11 +27,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
-from airflow_lakeformat.core.errors import UnsupportedFormatError, UsageError
+from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.maintenance.facade_base import (
     MaintenanceBase,
     OlderThan,
     TableSize,
+    duration_older_than,
     expiry_older_than,
     refuse_options,
 )
@@ -86,14 +87,24 @@ class PaimonMaintenance(MaintenanceBase):
         files = sum(m.num_added_files - m.num_deleted_files for m in metas)
         return TableSize(latest.id, max(files, 0), len(metas))
 
-    def _duration(self, older_than: OlderThan) -> timedelta | None:
-        """Paimon judges age by a duration only: a timestamp (Iceberg's other form) is refused."""
-        value = expiry_older_than(older_than)
-        if value is not None and not isinstance(value, timedelta):
-            raise UsageError(
-                "older_than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
-            )
-        return value
+    def check_expire_snapshots(
+        self,
+        *,
+        older_than: OlderThan = None,
+        clean_expired_metadata: bool = False,
+        retain_last: int | None = None,
+        snapshot_ids: Sequence[int] = (),
+        **_: Any,
+    ) -> timedelta | None:
+        """Check expiry arguments without reading the table: Iceberg's options and timestamps are refused;
+        the ``older_than`` as a duration (None: the table's ``snapshot.time-retained``)."""
+        iceberg_only = {
+            "retain_last": retain_last,
+            "snapshot_ids": list(snapshot_ids),
+            "clean_expired_metadata": clean_expired_metadata,
+        }
+        refuse_options(self.table.uri, iceberg_only, only="Iceberg", this="a Paimon")
+        return duration_older_than(older_than)
 
     def plan_expire_snapshots(
         self,
@@ -118,12 +129,13 @@ class PaimonMaintenance(MaintenanceBase):
         """
         from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
 
-        refuse_options(self.table.uri, {"clean_expired_metadata": clean_expired_metadata}, "Iceberg")
         return plan_snapshot_expiry(
             self.table,
             retain_min=retain_min,
             retain_max=retain_max,
-            older_than=self._duration(older_than),
+            older_than=self.check_expire_snapshots(
+                older_than=older_than, clean_expired_metadata=clean_expired_metadata
+            ),
             max_deletes=max_deletes,
             progress=progress,
         )
@@ -274,7 +286,7 @@ class PaimonMaintenance(MaintenanceBase):
         Args:
             dry_run: plan and report, write and commit nothing.
             partitions: only these partitions, matched by value (``[{"dt": "2024-01-01"}]``; see
-                :func:`partition_filters` for text forms).
+                :func:`~airflow_lakeformat.core.table_writes.partition_filters` for text forms).
             min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
             target_file_size: bytes per output file (``target-file-size``).
             commit_user: the commit user of the COMPACT snapshot (default: a new one per run).
@@ -296,33 +308,6 @@ class PaimonMaintenance(MaintenanceBase):
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
 
         check_compactable(self.table)
-
-
-def partition_filters(value: Any) -> list[dict[str, str | None]] | None:
-    """Partition filters from a dict, a ``"k=v[,k=v]"`` string (or a JSON object) or a list of them; None,
-    an empty list or ``"*"`` mean the whole table (None).
-
-    Raises:
-        ValueError: a spec that names no partition (other than ``"*"``), or a part without ``=``.
-
-    Example:
-        >>> partition_filters(["dt=2024-01-01", {"dt": "2024-01-02"}])
-        [{'dt': '2024-01-01'}, {'dt': '2024-01-02'}]
-    """
-    from airflow_lakeformat.core.paimon.paths import parse_partition_spec
-
-    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
-        return None
-    items = [value] if isinstance(value, (str, Mapping)) else list(value)
-    specs: list[dict[str, str | None]] = []
-    for item in items:
-        spec = parse_partition_spec(item)
-        if spec is None:
-            if str(item).strip() != "*":
-                raise ValueError(f"partitions: {item!r} names no partition (use '*' for the whole table)")
-            return None
-        specs.append(spec)
-    return specs
 
 
 def _retain_last(retain_last: int | None, retain_min: int | None) -> int | None:
@@ -376,6 +361,28 @@ class IcebergMaintenance(MaintenanceBase):
             self.table.name, f"{operation} of Iceberg tables is not implemented yet"
         )
 
+    def check_expire_snapshots(
+        self,
+        *,
+        older_than: OlderThan = None,
+        retain_max: int | None = None,
+        max_deletes: int | None = None,
+        retain_last: int | None = None,
+        retain_min: int | None = None,
+        **_: Any,
+    ) -> OlderThan:
+        """Check expiry arguments without reading the table: Paimon's options are refused, ``retain_last``
+        and its Paimon name ``retain_min`` must agree; the ``older_than`` checked (a duration text becomes a
+        ``timedelta``, a timestamp stays text)."""
+        _retain_last(retain_last, retain_min)
+        refuse_options(
+            self.table.name,
+            {"retain_max": retain_max, "max_deletes": max_deletes},
+            only="Paimon",
+            this="an Iceberg",
+        )
+        return expiry_older_than(older_than)
+
     def plan_expire_snapshots(
         self,
         *,
@@ -406,10 +413,11 @@ class IcebergMaintenance(MaintenanceBase):
         """
         from airflow_lakeformat.core.iceberg.maintenance.expiry import plan_snapshot_expiry
 
-        refuse_options(self.table.name, {"retain_max": retain_max, "max_deletes": max_deletes}, "Paimon")
         return plan_snapshot_expiry(
             self.table,
-            older_than=expiry_older_than(older_than),
+            older_than=self.check_expire_snapshots(
+                older_than=older_than, retain_max=retain_max, max_deletes=max_deletes
+            ),
             retain_last=_retain_last(retain_last, retain_min),
             snapshot_ids=snapshot_ids,
             clean_expired_metadata=clean_expired_metadata,

@@ -22,9 +22,12 @@ lock, the commit user of its commits (the connection's ``commit_user_prefix``, t
 ``execution``: ``local`` runs the core in the worker, ``spark`` submits the operation's Spark job through
 ``SparkSubmitHook`` (``operators/spark_submit.py``), ``auto`` picks Spark when the latest snapshot references
 at least ``spark_min_files`` live data files or ``spark_min_manifests`` manifests (counted from the manifest
-lists alone, or for Iceberg from the snapshot summary and the manifest list). The Spark jobs open Iceberg
-tables by their Hadoop-layout root only: a catalog table on Spark is refused with
+lists alone, or for Iceberg from the snapshot summary and the manifest list: ``table.maintenance.size()``).
+The Spark jobs open tables by their root only: a catalog table on Spark is refused with
 ``UnsupportedFormatError`` before anything runs, and ``auto`` keeps it in the worker.
+
+Every operator reaches the table through the facade (``core/tables.py``'s ``open_table`` and
+``table.maintenance``, ``core/table_maintenance.py``): nothing here imports a format package.
 """
 
 from __future__ import annotations
@@ -32,7 +35,6 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -54,7 +56,6 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
     from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
-    from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
     LakeTable = PaimonTable | IcebergLakeTable
@@ -148,50 +149,6 @@ def result_document(operation: str, result: Mapping[str, Any], **head: Any) -> d
     return document
 
 
-@dataclass(frozen=True)
-class TableSize:
-    """What the latest snapshot references, from its manifest lists only."""
-
-    snapshot_id: int | None
-    live_files: int
-    manifests: int
-
-
-def table_size(table: Table) -> TableSize:
-    """A Paimon table's live files and manifests at its latest snapshot (two manifest lists read)."""
-    latest = table.snapshot_manager.latest_snapshot()
-    if latest is None:
-        return TableSize(None, 0, 0)
-    base, delta = table.data_manifests(latest)
-    metas = base + delta
-    files = sum(m.num_added_files - m.num_deleted_files for m in metas)
-    return TableSize(latest.id, max(files, 0), len(metas))
-
-
-def lake_table_size(table: LakeTable) -> TableSize:
-    """Either format: Paimon from its manifest lists; Iceberg from the current snapshot's summary
-    (``total-data-files``) and its manifest list (no manifest is read)."""
-    if table.format == "paimon":
-        return table_size(table.native)  # type: ignore[arg-type]
-    native: Any = table.native
-    current = native.snapshot()
-    if current is None:
-        return TableSize(None, 0, 0)
-    summary = current.summary
-    files = int(summary.get("total-data-files") or 0) if summary is not None else 0
-    manifests = len(current.manifests(native.table.io))
-    return TableSize(current.snapshot_id, files, manifests)
-
-
-def is_catalog_table(table: LakeTable) -> bool:
-    """An Iceberg table opened from a catalog (not by its root path): Spark jobs cannot open it."""
-    if table.format != "iceberg":
-        return False
-    from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog, ReadOnlyCatalog
-
-    return not isinstance(table.native.table.catalog, (HadoopLayoutCatalog, ReadOnlyCatalog))  # type: ignore[union-attr]
-
-
 class LakeformatBaseOperator(LakeformatLineageMixin, BaseOperator):
     """Base of the Lakeformat operators: table, connection, one result shape in XCom, error mapping.
 
@@ -255,7 +212,7 @@ class LakeformatBaseOperator(LakeformatLineageMixin, BaseOperator):
     def open_lake_table(self, table_uri: str) -> LakeTable:
         """The table of either format (``core/tables.py``), remembered for lineage."""
         table = self.hook.open_lake_table(table_uri, self.table_format)
-        self._lineage_table_uri = table.native.uri
+        self._lineage_table_uri = table.maintenance.table.uri
         return table
 
     def summarize(self, result: Mapping[str, Any]) -> str:
@@ -304,8 +261,8 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         "spark_conf",
     )
     spark_job: ClassVar[str | None] = None  # the job under airflow_lakeformat/spark/jobs; None: local only
-    # Whether the Spark job also takes Iceberg tables (by their Hadoop-layout root).
-    spark_iceberg: ClassVar[bool] = False
+    # The formats the Spark job takes (tables it opens by their root URI).
+    spark_formats: ClassVar[frozenset[str]] = frozenset({"paimon"})
     # Operators that delete files dry-run unless told otherwise: deleting must be asked for in the DAG.
     deletes: ClassVar[bool] = False
 
@@ -384,24 +341,27 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
     def check_table(self, table: LakeTable) -> None:
         """Refuse (raise) before the lock is taken or a job submitted; by default every table passes."""
 
+    def spark_refusal(self, table: LakeTable) -> str | None:
+        """Why this operator's Spark job cannot open ``table`` (None: it can)."""
+        # Format branch: which formats a Spark job takes is a property of the job, not of the table.
+        if table.format not in self.spark_formats:
+            name = table.format.capitalize()
+            return f"the Spark job {self.spark_job} does not take {name} tables; use execution='local'"
+        if not table.maintenance.opens_by_root:
+            return (
+                f"the Spark job {self.spark_job} opens Iceberg tables by their Hadoop-layout root only, not "
+                "from a catalog; use execution='local' (or name the table by its root URI if it is a "
+                "Hadoop-layout table)"
+            )
+        return None
+
     def check_spark(self, table: LakeTable) -> None:
         """Refuse Spark for a table its job cannot open, with a typed error naming what to do instead."""
         from airflow_lakeformat.core.errors import UnsupportedFormatError
 
-        if table.format != "iceberg":
-            return
-        if not self.spark_iceberg:
-            raise UnsupportedFormatError(
-                table.uri,
-                f"the Spark job {self.spark_job} does not take Iceberg tables; use execution='local'",
-            )
-        if is_catalog_table(table):
-            raise UnsupportedFormatError(
-                table.uri,
-                f"the Spark job {self.spark_job} opens Iceberg tables by their Hadoop-layout root only, not "
-                "from a catalog; use execution='local' (or name the table by its root URI if it is a "
-                "Hadoop-layout table)",
-            )
+        refusal = self.spark_refusal(table)
+        if refusal is not None:
+            raise UnsupportedFormatError(table.uri, refusal)
 
     def choose_execution(self, table: LakeTable) -> str:
         if self.execution == "spark":
@@ -411,10 +371,10 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
             return str(self.execution)
         if self.spark_job is None:
             return "local"
-        if table.format == "iceberg" and (not self.spark_iceberg or is_catalog_table(table)):
+        if self.spark_refusal(table) is not None:
             self.log.info("execution=auto: %s runs in the worker (no Spark job opens it)", table.uri)
             return "local"
-        size = lake_table_size(table)
+        size = table.maintenance.size()
         spark = size.live_files >= self.spark_min_files or size.manifests >= self.spark_min_manifests
         self.log.info(
             "execution=auto: snapshot %s references %s live files in %s manifests -> %s (thresholds: %s files, %s manifests)",
@@ -433,10 +393,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         if not self.maintenance_lock or self.is_dry_run:
             yield None
             return
-        from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
-
-        lock = MaintenanceLock(
-            table.native,
+        lock = table.maintenance.lock(
             self.lock_owner(context),
             self.lock_lease,
             wait=self.lock_wait,

@@ -1,6 +1,6 @@
 """``LakeformatCompactDataOperator``: bin-pack small data files of a Paimon append table, in the worker or on Spark.
 
-Both modes run the same plan (``core/paimon/maintenance/data_compaction.py``) and commit one COMPACT snapshot
+Both modes run the same plan (``core/paimon/maintenance/data_compaction.py``, through ``table.maintenance``) and commit one COMPACT snapshot
 as the connection's commit user, ``<commit_user_prefix>-<dag_id>-<task_id>`` (the Spark job gets it as
 ``--commit-user``); the operator holds the table's maintenance lock while it runs (dry runs excepted). Data
 compaction of Iceberg tables is not implemented yet: such a table fails the task without retry with one
@@ -12,12 +12,11 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lakeformat.core.paimon.paths import PartitionSpec, parse_partition_spec
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 from airflow_lakeformat.operators.templated import as_bool, optional_int
 
@@ -27,20 +26,11 @@ if TYPE_CHECKING:
     from airflow_lakeformat.operators.base import LakeTable
 
 
-def partition_specs(value: Any) -> list[PartitionSpec] | None:
+def partition_specs(value: Any) -> list[dict[str, str | None]] | None:
     """Partition filters from a dict, a ``"k=v[,k=v]"`` string or a list of them; None or ``"*"``: all."""
-    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
-        return None
-    items = [value] if isinstance(value, (str, Mapping)) else list(value)
-    specs: list[PartitionSpec] = []
-    for item in items:
-        spec = parse_partition_spec(item)
-        if spec is None:
-            if str(item).strip() != "*":
-                raise ValueError(f"partitions: {item!r} names no partition (use '*' for the whole table)")
-            return None
-        specs.append(spec)
-    return specs
+    from airflow_lakeformat.core.table_writes import partition_filters
+
+    return partition_filters(value)
 
 
 class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
@@ -88,32 +78,24 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
 
     def check_table(self, table: LakeTable) -> None:
         from airflow_lakeformat.core.errors import UnsupportedFormatError
-        from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
 
         try:
-            if table.format == "iceberg":
-                table.maintenance.compact_data()  # raises UnsupportedFormatError until Iceberg's lands
-            else:
-                check_compactable(table.native)  # type: ignore[arg-type]
+            table.maintenance.check_compact_data()  # Iceberg: not implemented yet; Paimon: the table's layout
         except UnsupportedFormatError as exc:
             if as_bool(self.skip_unsupported, "skip_unsupported"):
                 raise AirflowSkipException(f"skipped: {exc}") from None
             raise
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
-        from airflow_lakeformat.core.paimon.commit import Committer
-        from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
         from airflow_lakeformat.core.units import parse_memory_size
 
         target = parse_memory_size(str(self.target_file_size)) if self.target_file_size else None
-        native = table.native
-        return compact_data(
-            native,  # type: ignore[arg-type]
+        return table.maintenance.compact_data(
             dry_run=self.is_dry_run,
             partitions=partition_specs(self.partitions),
             min_file_count=optional_int(self.min_file_count, "min_file_count"),
             target_file_size=target,
-            committer=None if self.is_dry_run else Committer(native, self.task_commit_user(context)),  # type: ignore[arg-type]
+            commit_user=self.task_commit_user(context),
         ).to_json()
 
     def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:

@@ -5,7 +5,7 @@ in-process; there is no Spark job for it. A Paimon table gets Paimon's ``compact
 ordinary merge policy (``minor``) as one COMPACT snapshot, committed as the connection's commit user
 (``<commit_user_prefix>-<dag_id>-<task_id>``); an Iceberg table gets Java's ``RewriteManifests`` (``full``)
 or its commit-time merge (``minor``) as one ``replace`` snapshot whose summary names the same commit user
-(``lakeformat.commit-user``, as the Iceberg appends of ``operators/iceberg_commits.py`` do). Nothing is
+(``lakeformat.commit-user``, as the Iceberg appends of the commit and write operators do). Nothing is
 committed when the merge changes nothing; the table's maintenance lock is held while it runs (dry runs
 excepted).
 
@@ -57,21 +57,6 @@ class LakeformatCompactManifestsOperator(LakeformatMaintenanceOperator):
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
         mode: Literal["full", "minor"] = "full" if self.mode == "full" else "minor"
-        if table.format == "iceberg":
-            from airflow_lakeformat.operators.iceberg_commits import COMMIT_USER_PROPERTY
-
-            return table.maintenance.compact_manifests(  # type: ignore[call-arg]
-                mode,
-                dry_run=self.is_dry_run,
-                snapshot_properties={COMMIT_USER_PROPERTY: self.task_commit_user(context)},
-            ).to_json()
-        from airflow_lakeformat.core.paimon.commit import Committer
-        from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import compact_manifests
-
-        committer = Committer(
-            table.native,  # type: ignore[arg-type]
-            self.task_commit_user(context),
-            allow_unsafe_publish=self.is_dry_run,
-        )
-        result = compact_manifests(table.native, mode, dry_run=self.is_dry_run, committer=committer)  # type: ignore[arg-type]
-        return result.to_json()
+        return table.maintenance.compact_manifests(
+            mode, dry_run=self.is_dry_run, commit_user=self.task_commit_user(context)
+        ).to_json()

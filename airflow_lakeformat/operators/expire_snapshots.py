@@ -4,7 +4,9 @@ Paimon tables follow Paimon's rules (``docs/maintenance.md``: retain min/max, ti
 expire limit, consumers, tags); Iceberg tables follow Java Iceberg's ``expire_snapshots`` (``docs/iceberg.md``:
 snapshots older than ``older_than``, at least ``retain_min`` ancestors kept per branch, per-ref retention,
 metadata committed through the table's catalog, then the files only expired snapshots reached deleted).
-Both delete through the core's one deletion module; both dry-run unless ``dry_run=False``.
+Both delete through the core's one deletion module; both dry-run unless ``dry_run=False``. The operator calls
+``table.maintenance.expire_snapshots`` (the facade): an argument only one format takes is refused there, by name,
+for a table of the other format.
 
 Example:
     >>> LakeformatExpireSnapshotsOperator(task_id="expire", table="analytics.events", older_than="7 d",
@@ -14,17 +16,11 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
-from airflow_lakeformat.operators.templated import (
-    as_bool,
-    duration_arg,
-    optional_duration,
-    optional_int,
-    optional_older_than,
-)
+from airflow_lakeformat.operators.templated import as_bool, duration_arg, optional_int, optional_older_than
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -61,7 +57,7 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
     )
     operation = "expire-snapshots"
     spark_job = "expire_snapshots"
-    spark_iceberg = True
+    spark_formats = frozenset({"paimon", "iceberg"})
     deletes = True
 
     def __init__(
@@ -81,57 +77,26 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
         self.max_deletes = max_deletes
         self.clean_expired_metadata = clean_expired_metadata
 
-    def _settings(self, table: LakeTable) -> dict[str, Any]:
-        """The arguments for ``table``'s format; arguments of the other format only are refused."""
-        retain_max = optional_int(self.retain_max, "retain_max")
-        max_deletes = optional_int(self.max_deletes, "max_deletes")
-        clean = as_bool(self.clean_expired_metadata, "clean_expired_metadata")
-        if table.format == "iceberg":
-            given = [
-                name for name, value in (("retain_max", retain_max), ("max_deletes", max_deletes)) if value
-            ]
-            if given:
-                raise ValueError(
-                    f"{', '.join(given)}: only for Paimon tables ({table.uri} is an Iceberg table)"
-                )
-            return {
-                "retain_min": optional_int(self.retain_min, "retain_min"),
-                "older_than": optional_older_than(self.older_than, "older_than"),
-                "clean_expired_metadata": clean,
-            }
-        if clean:
-            raise ValueError(
-                f"clean_expired_metadata: only for Iceberg tables ({table.uri} is a Paimon table)"
-            )
+    def _settings(self) -> dict[str, Any]:
+        """The rendered arguments, checked; the facade refuses those the table's format does not take."""
         return {
             "retain_min": optional_int(self.retain_min, "retain_min"),
-            "retain_max": retain_max,
-            "older_than": optional_duration(self.older_than, "older_than"),
-            "max_deletes": max_deletes,
+            "retain_max": optional_int(self.retain_max, "retain_max"),
+            "older_than": optional_older_than(self.older_than, "older_than"),
+            "max_deletes": optional_int(self.max_deletes, "max_deletes"),
+            "clean_expired_metadata": as_bool(self.clean_expired_metadata, "clean_expired_metadata"),
         }
 
     def check_table(self, table: LakeTable) -> None:
-        self._settings(table)  # bad or misplaced arguments fail before the lock is taken
+        # Bad or misplaced arguments fail before the lock is taken (the facade checks, reading nothing).
+        table.maintenance.check_expire_snapshots(**self._settings())
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
-        if table.format == "iceberg":
-            from airflow_lakeformat.core.iceberg.maintenance.expiry import expire_snapshots as expire_iceberg
-
-            settings = self._settings(table)
-            return expire_iceberg(
-                table.native,  # type: ignore[arg-type]
-                dry_run=self.is_dry_run,
-                older_than=settings["older_than"],
-                retain_last=settings["retain_min"],
-                clean_expired_metadata=settings["clean_expired_metadata"],
-            ).to_json()
-        from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
-
-        return expire_snapshots(table.native, dry_run=self.is_dry_run, **self._settings(table)).to_json()  # type: ignore[arg-type]
+        return table.maintenance.expire_snapshots(dry_run=self.is_dry_run, **self._settings()).to_json()
 
     def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
-        settings = self._settings(table)
-        args = []
+        settings = self._settings()
+        args: list[str] = []
         for key, flag in (
             ("retain_min", "--retain-min"),
             ("retain_max", "--retain-max"),
@@ -139,11 +104,13 @@ class LakeformatExpireSnapshotsOperator(LakeformatMaintenanceOperator):
         ):
             if settings.get(key) is not None:
                 args += [flag, str(settings[key])]
-        older_than = settings["older_than"]
-        if older_than is not None:
+        older_than = table.maintenance.check_expire_snapshots(**settings)
+        if isinstance(older_than, timedelta):
+            args += ["--older-than", duration_arg(older_than)]
+        elif older_than is not None:  # an ISO-8601 timestamp (Iceberg)
             args += [
                 "--older-than",
-                duration_arg(older_than) if isinstance(older_than, timedelta) else older_than,
+                older_than.isoformat() if isinstance(older_than, datetime) else older_than,
             ]
         if settings.get("clean_expired_metadata"):
             args.append("--clean-expired-metadata")

@@ -47,7 +47,7 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
     )
     operation = "remove-orphan-files"
     spark_job = "remove_orphan_files"
-    spark_iceberg = True
+    spark_formats = frozenset({"paimon", "iceberg"})
     deletes = True
 
     def __init__(
@@ -62,38 +62,19 @@ class LakeformatRemoveOrphanFilesOperator(LakeformatMaintenanceOperator):
         self.allow_short_older_than = allow_short_older_than
 
     def _older_than(self, table: LakeTable) -> timedelta:
-        given = optional_duration(self.older_than, "older_than")
-        if given is not None:
-            return given
-        if table.format == "iceberg":
-            from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
-                DEFAULT_OLDER_THAN as ICEBERG_DEFAULT,
-            )
-
-            return ICEBERG_DEFAULT
-        from airflow_lakeformat.core.paimon.maintenance.orphans import DEFAULT_OLDER_THAN
-
-        return DEFAULT_OLDER_THAN
+        """The given age, or the table's format's default (the facade's one rule)."""
+        return table.maintenance.orphan_older_than(optional_duration(self.older_than, "older_than"))
 
     def check_table(self, table: LakeTable) -> None:
         self._older_than(table)
         as_bool(self.allow_short_older_than, "allow_short_older_than")
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
-        settings = {
-            "dry_run": self.is_dry_run,
-            "older_than": self._older_than(table),
-            "allow_short_older_than": as_bool(self.allow_short_older_than, "allow_short_older_than"),
-        }
-        if table.format == "iceberg":
-            from airflow_lakeformat.core.iceberg.maintenance.orphans import (
-                remove_orphan_files as remove_iceberg,
-            )
-
-            return remove_iceberg(table.native, **settings).to_json()  # type: ignore[arg-type]
-        from airflow_lakeformat.core.paimon.maintenance.orphans import remove_orphan_files
-
-        return remove_orphan_files(table.native, **settings).to_json()  # type: ignore[arg-type]
+        return table.maintenance.remove_orphan_files(
+            dry_run=self.is_dry_run,
+            older_than=self._older_than(table),
+            allow_short_older_than=as_bool(self.allow_short_older_than, "allow_short_older_than"),
+        ).to_json()
 
     def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
         args = ["--older-than", duration_arg(self._older_than(table))]

@@ -33,11 +33,12 @@ from airflow_lakeformat.core.errors import (
     EXIT_NO_TABLE,
     EXIT_NOT_FOUND,
     EXIT_UNSUPPORTED,
+    EXIT_USAGE,
 )
 
 # Spark job exit codes (core/errors.py, the same as the CLI's) that a retry cannot cure.
 JOB_EXIT_PERMANENT = frozenset(
-    {EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND, EXIT_MAINTENANCE_REFUSED}
+    {EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND, EXIT_MAINTENANCE_REFUSED}
 )
 JOB_RESULT_PREFIX = "LAKEFORMAT_RESULT "
 JOB_ERROR_PREFIX = "lakeformat-job: error: "

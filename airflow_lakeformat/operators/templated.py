@@ -59,28 +59,13 @@ def optional_duration(value: timedelta | str | None, name: str) -> timedelta | N
 
 
 def optional_older_than(value: timedelta | str | None, name: str) -> timedelta | str | None:
-    """An Iceberg ``older_than``: a duration as :func:`optional_duration` takes it, or an ISO-8601 timestamp
-    (``"2024-05-01T00:00:00Z"``), kept as text for the core; None and blank mean "not set"."""
+    """An expiry ``older_than`` as rendered: a ``timedelta``, the text (stripped) for the facade to check (a
+    duration; for Iceberg tables also an ISO-8601 timestamp: ``expiry_older_than`` in
+    ``core/maintenance/facade_base.py``), or None when blank or ``"none"``/``"null"``."""
     if value is None or isinstance(value, timedelta):
         return value
     text = str(value).strip()
-    if text.lower() in ("", "none", "null"):
-        return None
-    from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import parse_older_than
-    from airflow_lakeformat.core.units import DURATION_HELP, parse_duration
-
-    try:
-        return parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        parse_older_than(text, 0)
-    except ValueError:
-        raise AirflowFailException(
-            f"{name}: {value!r} is neither a duration ({DURATION_HELP}) nor an ISO-8601 timestamp "
-            "(e.g. '2024-05-01T00:00:00Z'; Iceberg tables only)"
-        ) from None
-    return text
+    return None if text.lower() in ("", "none", "null") else text
 
 
 def duration_arg(value: timedelta) -> str:

@@ -81,15 +81,9 @@ def _text(delta: timedelta) -> str:
 
 def orphan_floor(table_format: str | None) -> timedelta:
     """The shortest orphan age a format accepts without the override (Paimon's when ``None``)."""
-    if table_format == "iceberg":
-        from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
-            MINIMUM_OLDER_THAN as ICEBERG_FLOOR,
-        )
+    from airflow_lakeformat.core.maintenance.orphan_age import ORPHAN_AGES, PAIMON_ORPHAN_AGE
 
-        return ICEBERG_FLOOR
-    from airflow_lakeformat.core.paimon.maintenance.orphans import MINIMUM_OLDER_THAN as PAIMON_FLOOR
-
-    return PAIMON_FLOOR
+    return ORPHAN_AGES.get(table_format or "paimon", PAIMON_ORPHAN_AGE).minimum
 
 
 class _Problems:

@@ -7,8 +7,9 @@ which writes on the executors and commits on the driver. Either way the commit i
 instance: the commit user is stable per DAG and task and the commit identifier is derived from the DAG
 run, the task, its map index and the source (:func:`~airflow_lakeformat.operators.commit.commit_identifier`),
 so an Airflow retry after a failure that happened after publishing finds its snapshot and reports
-``alreadyCommitted`` instead of writing the rows twice (Iceberg keeps both in the snapshot summary,
-``operators/iceberg_commits.py``). A partition overwrite of an Iceberg table is refused (not implemented yet).
+``alreadyCommitted`` instead of writing the rows twice (Iceberg keeps both in the snapshot summary). Both
+formats' writes are the facade's (``core/table_writes.py``, ``table_writes(table).write_rows``). A partition
+overwrite of an Iceberg table is refused (not implemented yet).
 
 Writes take no maintenance lock (appends do not conflict with maintenance; the commit's conflict check
 covers the rest). On success the table's Asset gets an event with the snapshot id as extra.
@@ -19,21 +20,18 @@ Example:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import AssetAlias
-
-from airflow_lakeformat.core.paimon.paths import format_partition_spec
-from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
+from airflow_lakeformat.core.table_writes import overwrite_text, table_writes
+from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID
 from airflow_lakeformat.operators.base import LakeformatMaintenanceOperator
 from airflow_lakeformat.operators.commit import (
     commit_identifier,
     emit_table_event,
-    parse_overwrite,
     staged_digest,
     table_event_uri,
+    table_outlets,
 )
 
 if TYPE_CHECKING:
@@ -103,14 +101,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         emit_asset: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.asset_alias: AssetAlias | None = None
-        if emit_asset and "outlets" not in kwargs:
-            if "{{" not in table and ("://" in table or table.startswith("/")):
-                kwargs["outlets"] = [table_asset(table)]
-            else:
-                # Which table a relative or templated name means is known only at run time.
-                self.asset_alias = AssetAlias(name=f"lakeformat:{lakeformat_conn_id}:{table}")
-                kwargs["outlets"] = [self.asset_alias]
+        self.asset_alias = table_outlets(kwargs, table, lakeformat_conn_id, emit_asset)
         kwargs.setdefault("execution", "local")
         kwargs.setdefault("maintenance_lock", False)
         super().__init__(table=table, lakeformat_conn_id=lakeformat_conn_id, **kwargs)
@@ -147,54 +138,9 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
 
     def check_table(self, table: LakeTable) -> None:
         self._event_uri = table_event_uri(table)
-        if table.format == "iceberg":
-            from airflow_lakeformat.operators.iceberg_commits import refuse_overwrite
-
-            refuse_overwrite(table.native, parse_overwrite(self.overwrite)[0])  # type: ignore[arg-type]
-
-    def _run_iceberg(self, context: Context, table: LakeTable, document: dict[str, Any]) -> dict[str, Any]:
-        from airflow_lakeformat.operators.iceberg_commits import append_rows, find_landed, snapshot_fields
-
-        started = time.monotonic()
-        native = table.native
-        user, identifier = document["commitUser"], document["commitIdentifier"]
-        landed = find_landed(native, user, identifier)  # type: ignore[arg-type]
-        empty = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
-        if landed is not None:
-            self.log.info(
-                "Snapshot %s already holds this write (identifier %s)", landed.snapshot_id, identifier
-            )
-            return {**document, **empty, "snapshotId": landed.snapshot_id, "alreadyCommitted": True}
-        data = self._read_source(table)
-        if self.is_dry_run:
-            return {
-                **document,
-                **empty,
-                "snapshotId": None,
-                "alreadyCommitted": False,
-                "sourceRows": data.num_rows,
-                "durationSeconds": round(time.monotonic() - started, 3),
-            }
-        snapshot, already = append_rows(native, data, user, identifier)  # type: ignore[arg-type]
-        summary = snapshot.summary
-        return {
-            **document,
-            "filesWritten": int(summary.get("added-data-files") or 0) if summary is not None else 0,
-            "rowsWritten": data.num_rows,
-            "bytesWritten": int(summary.get("added-files-size") or 0) if summary is not None else 0,
-            "filesDeleted": 0,
-            **snapshot_fields(snapshot),
-            "alreadyCommitted": already,
-            "durationSeconds": round(time.monotonic() - started, 3),
-        }
+        table_writes(table).check_overwrite(self.overwrite)  # Iceberg: not implemented yet, refused
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
-        from airflow_lakeformat.core.paimon.commit import Committer
-        from airflow_lakeformat.core.paimon.snapshot import CommitKind
-        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
-        from airflow_lakeformat.core.paimon.written_files import commit_written_files
-
-        started = time.monotonic()
         user, identifier = self._identity(context)
         document: dict[str, Any] = {
             "operation": "write",
@@ -203,56 +149,22 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
             "commitIdentifier": identifier,
             "dryRun": self.is_dry_run,
         }
-        if table.format == "iceberg":
-            return self._run_iceberg(context, table, document)
-        native: Any = table.native
-        overwrite, partition_filter = parse_overwrite(self.overwrite)
-        kind = CommitKind.OVERWRITE if overwrite else CommitKind.APPEND
-        committer = Committer(native, user)
-        empty = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
-        landed = committer.find_landed(identifier, kind)
-        if landed is not None:
-            self.log.info("Snapshot %s already holds this write (identifier %s)", landed.id, identifier)
-            return {**document, **empty, "snapshotId": landed.id, "alreadyCommitted": True}
-        data = self._read_source(table)
-        if self.is_dry_run:
-            return {
-                **document,
-                **empty,
-                "snapshotId": None,
-                "alreadyCommitted": False,
-                "sourceRows": data.num_rows,
-                "durationSeconds": round(time.monotonic() - started, 3),
-            }
-        entries = write_data_files(native, data)
-        if not entries and not (overwrite and committer.overwrite_entries(partition_filter)):
-            return {**document, **empty, "snapshotId": None, "alreadyCommitted": False}
-        done = commit_written_files(
-            committer,
-            entries,
-            overwrite=overwrite,
-            partition_filter=partition_filter,
+        fields = table_writes(table).write_rows(
+            lambda: self._read_source(table),
+            commit_user=user,
             commit_identifier=identifier,
+            overwrite=self.overwrite,
+            dry_run=self.is_dry_run,
         )
-        result = done.result
-        if result.already_committed:
+        discarded = fields.pop("discarded", None)
+        if fields.get("alreadyCommitted"):
             self.log.info(
-                "Snapshot %s already holds this write; discarded the %s files this run wrote",
-                result.snapshot.id,
-                done.discarded,
+                "Snapshot %s already holds this write (identifier %s)%s",
+                fields["snapshotId"],
+                identifier,
+                "" if discarded is None else f"; discarded the {discarded} files this run wrote",
             )
-            return {**document, **empty, "snapshotId": result.snapshot.id, "alreadyCommitted": True}
-        return {
-            **document,
-            "filesWritten": len(entries),
-            "rowsWritten": sum(e.file.row_count for e in entries),
-            "bytesWritten": sum(e.file.file_size for e in entries),
-            "filesDeleted": len(done.deletes),
-            "snapshotId": result.snapshot.id,
-            "alreadyCommitted": False,
-            "commitKind": result.snapshot.commit_kind.value,
-            "durationSeconds": round(time.monotonic() - started, 3),
-        }
+        return {**document, **fields}
 
     def _read_source(self, table: LakeTable) -> pa.Table:
         """The source's rows as the table's columns (``core.sources``: the table's types, nothing inferred):
@@ -282,8 +194,8 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         user, identifier = self._identity(context)
         args = ["--source", self.source, "--source-format", self._format()]
         args += ["--commit-user", user, "--commit-identifier", str(identifier)]
-        overwrite, partition_filter = parse_overwrite(self.overwrite)
-        if overwrite:
+        overwrite = overwrite_text(self.overwrite)
+        if overwrite is not None:
             # The text form keeps awkward values (blanks, commas, NULL) exact: a JSON object when needed.
-            args += ["--overwrite", format_partition_spec(partition_filter)]
+            args += ["--overwrite", overwrite]
         return args

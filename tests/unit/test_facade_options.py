@@ -13,7 +13,8 @@ from airflow_lakeformat import open_table
 from airflow_lakeformat.core.errors import UnsupportedFormatError, UsageError
 from airflow_lakeformat.core.maintenance.facade_base import expiry_older_than
 from airflow_lakeformat.core.maintenance.orphan_age import ORPHAN_AGES
-from airflow_lakeformat.core.table_maintenance import COMMIT_USER_PROPERTY, partition_filters
+from airflow_lakeformat.core.table_maintenance import COMMIT_USER_PROPERTY
+from airflow_lakeformat.core.table_writes import partition_filters
 
 
 class Recorder:

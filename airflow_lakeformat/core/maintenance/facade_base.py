@@ -12,10 +12,10 @@ Nothing here imports a format package.
 Example:
     >>> expiry_older_than("2024-05-01T00:00:00Z")
     '2024-05-01T00:00:00Z'
-    >>> refuse_options("/wh/t", {"retain_max": 5}, "Paimon")
+    >>> refuse_options("/wh/t", {"retain_max": 5}, only="Paimon", this="an Iceberg")
     Traceback (most recent call last):
     ...
-    airflow_lakeformat.core.errors.UsageError: retain_max: only for Paimon tables (/wh/t is not one)
+    airflow_lakeformat.core.errors.UsageError: retain_max: only for Paimon tables (/wh/t is an Iceberg table)
 """
 
 from __future__ import annotations
@@ -34,7 +34,14 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.maintenance.deletion import FileDeleter
     from airflow_lakeformat.core.maintenance.lock import MaintenanceLock
 
-__all__ = ["MaintenanceBase", "OlderThan", "TableSize", "expiry_older_than", "refuse_options"]
+__all__ = [
+    "MaintenanceBase",
+    "OlderThan",
+    "TableSize",
+    "duration_older_than",
+    "expiry_older_than",
+    "refuse_options",
+]
 
 OlderThan = timedelta | datetime | str | None
 
@@ -76,11 +83,39 @@ def expiry_older_than(value: OlderThan) -> OlderThan:
     return text
 
 
-def refuse_options(name: str, given: Mapping[str, Any], only: str) -> None:
-    """Refuse the options of another format that were given (set and not False), naming them."""
+def refuse_options(name: str, given: Mapping[str, Any], *, only: str, this: str) -> None:
+    """Refuse the options of another format that were given (set and not False), naming them.
+
+    Args:
+        name: the table, for the message.
+        given: option name -> value.
+        only: the format the options belong to (``"Paimon"``).
+        this: the table's format with its article (``"an Iceberg"``).
+    """
     named = [key for key, value in given.items() if value not in (None, False, (), [])]
     if named:
-        raise UsageError(f"{', '.join(named)}: only for {only} tables ({name} is not one)")
+        raise UsageError(f"{', '.join(named)}: only for {only} tables ({name} is {this} table)")
+
+
+def duration_older_than(value: OlderThan) -> timedelta | None:
+    """An expiry ``older_than`` of a format that judges age by a duration only (Paimon): a ``timedelta`` or a
+    duration text; a timestamp is refused as Iceberg's form.
+
+    Raises:
+        UsageError: a timestamp, or text that is not a duration.
+    """
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, datetime) or _is_timestamp(str(value).strip()):
+        raise UsageError(
+            "older_than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
+        )
+    from airflow_lakeformat.core.units import parse_duration
+
+    try:
+        return parse_duration(str(value).strip())
+    except ValueError as exc:
+        raise UsageError(f"older_than: {exc}") from None
 
 
 class MaintenanceBase:

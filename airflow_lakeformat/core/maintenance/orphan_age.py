@@ -24,8 +24,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import timedelta
 
-from airflow_lakeformat.core.formats import TableFormat
-
 __all__ = ["ICEBERG_ORPHAN_AGE", "ORPHAN_AGES", "PAIMON_ORPHAN_AGE", "OrphanAge"]
 
 
@@ -43,4 +41,4 @@ class OrphanAge:
 
 PAIMON_ORPHAN_AGE = OrphanAge(default=timedelta(days=1), minimum=timedelta(hours=1))
 ICEBERG_ORPHAN_AGE = OrphanAge(default=timedelta(days=3), minimum=timedelta(hours=24))
-ORPHAN_AGES: dict[TableFormat, OrphanAge] = {"paimon": PAIMON_ORPHAN_AGE, "iceberg": ICEBERG_ORPHAN_AGE}
+ORPHAN_AGES: dict[str, OrphanAge] = {"paimon": PAIMON_ORPHAN_AGE, "iceberg": ICEBERG_ORPHAN_AGE}

@@ -1,0 +1,479 @@
+"""The write half of the facade: exactly-once commits of staged files and of rows, for a Paimon and an Iceberg table.
+
+``table_writes(table)`` gives the facade table's writer: :class:`PaimonWrites` or :class:`IcebergWrites`. Both
+commit *exactly once per commit user and identifier*: before committing they look for a snapshot that already
+holds the commit (an Airflow retry whose earlier try failed *after* its commit landed finds it) and then report
+``alreadyCommitted`` instead of committing again.
+
+* Paimon keeps the commit user and identifier in the snapshot (``Committer.find_landed``); staged files are
+  registered from their Parquet footers (``core/paimon/write/register.py``) or arrive as ADD entries through
+  XCom (:func:`entries_to_xcom`); rows are written by ``write_data_files``; an overwrite replaces a partition.
+* An Iceberg snapshot has neither field, so both go into its summary (``lakeformat.commit-user``,
+  ``lakeformat.commit-identifier``; Iceberg keeps unknown summary properties, Java's ``SnapshotSummary``
+  included); the commit is pyiceberg's ``Transaction`` through the core's retry loop
+  (``core/iceberg/write/write.py``). A partition overwrite is not implemented yet and is refused before
+  anything is written.
+
+Every method returns the fields of the commit's JSON document (``snapshotId``, ``commitKind``, ``commitUser``,
+``commitIdentifier``, ``alreadyCommitted``, record counts, file counts); the callers (operators) add
+``operation``, ``table`` and ``format``. Each format's modules load when a method runs.
+
+Example:
+    >>> writes = table_writes(open_table("s3://lake/wh/db.db/orders"))  # doctest: +SKIP
+    >>> writes.commit_files(["dt=1/bucket-0/a.parquet"], commit_user="etl", commit_identifier=42)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow_lakeformat.core.errors import RegisterError, UnsupportedFormatError
+from airflow_lakeformat.core.table_maintenance import COMMIT_USER_PROPERTY
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+    from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+    from airflow_lakeformat.core.paimon.table import Table
+    from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
+
+__all__ = [
+    "COMMIT_IDENTIFIER_PROPERTY",
+    "ENTRY_FORMAT",
+    "IcebergWrites",
+    "PaimonWrites",
+    "entries_from_xcom",
+    "entries_to_xcom",
+    "overwrite_filter",
+    "overwrite_text",
+    "partition_filters",
+    "table_writes",
+]
+
+ENTRY_FORMAT = "lakeformat.manifest-entry.v1"
+COMMIT_IDENTIFIER_PROPERTY = "lakeformat.commit-identifier"
+Staged = str | Mapping[str, Any]
+ReadRows = Callable[[], "pa.Table"]
+_EMPTY = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
+
+
+def table_writes(table: PaimonTable | IcebergLakeTable) -> PaimonWrites | IcebergWrites:
+    """The writer of a facade table (``open_table(...)``), by the class the facade picked for it."""
+    from airflow_lakeformat.core.tables import IcebergLakeTable
+
+    if isinstance(table, IcebergLakeTable):
+        return IcebergWrites(table.native)
+    return PaimonWrites(table.native)
+
+
+def overwrite_filter(value: Mapping[str, Any] | str | None) -> tuple[bool, dict[str, str | None] | None]:
+    """(overwrite?, partition filter): ``"*"`` is the whole table, ``"k=v,k2=v2"`` or a dict one partition."""
+    from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
+
+    if value is None or value == {} or (isinstance(value, str) and not value.strip()):
+        return False, None
+    return True, parse_overwrite_spec(value)
+
+
+def overwrite_text(value: Mapping[str, Any] | str | None) -> str | None:
+    """The overwrite as a job's command line takes it back exactly (None: no overwrite)."""
+    from airflow_lakeformat.core.paimon.paths import format_partition_spec
+
+    overwrite, partition_filter = overwrite_filter(value)
+    return format_partition_spec(partition_filter) if overwrite else None
+
+
+def partition_filters(value: Any) -> list[dict[str, str | None]] | None:
+    """Partition filters from a dict, a ``"k=v[,k=v]"`` string (or a JSON object) or a list of them; None,
+    an empty list or ``"*"`` mean the whole table (None).
+
+    Raises:
+        ValueError: a spec that names no partition (other than ``"*"``), or a part without ``=``.
+
+    Example:
+        >>> partition_filters(["dt=2024-01-01", {"dt": "2024-01-02"}])
+        [{'dt': '2024-01-01'}, {'dt': '2024-01-02'}]
+    """
+    from airflow_lakeformat.core.paimon.paths import parse_partition_spec
+
+    if value is None or value == [] or (isinstance(value, str) and not value.strip()):
+        return None
+    items = [value] if isinstance(value, (str, Mapping)) else list(value)
+    specs: list[dict[str, str | None]] = []
+    for item in items:
+        spec = parse_partition_spec(item)
+        if spec is None:
+            if str(item).strip() != "*":
+                raise ValueError(f"partitions: {item!r} names no partition (use '*' for the whole table)")
+            return None
+        specs.append(spec)
+    return specs
+
+
+# -- staged Paimon entries through XCom ------------------------------------------------------------
+
+
+def _encode(value: Any) -> Any:
+    if isinstance(value, bytes):
+        return {"$bytes": base64.b64encode(value).decode("ascii")}
+    if isinstance(value, datetime):
+        return {"$datetime": value.isoformat()}
+    if isinstance(value, Mapping):
+        return {str(k): _encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        if set(value) == {"$bytes"}:
+            return base64.b64decode(value["$bytes"])
+        if set(value) == {"$datetime"}:
+            return datetime.fromisoformat(value["$datetime"])
+        return {str(k): _decode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_decode(v) for v in value]
+    return value
+
+
+def entries_to_xcom(entries: Iterable[ManifestEntry]) -> list[dict[str, Any]]:
+    """ADD entries (e.g. from ``write_data_files``) as JSON for XCom, losslessly (bytes and times tagged)."""
+    return [{"format": ENTRY_FORMAT, "entry": _encode(entry.record)} for entry in entries]
+
+
+def _entry(document: Mapping[str, Any]) -> ManifestEntry:
+    from airflow_lakeformat.core.paimon.manifest import FileKind, ManifestEntry
+
+    if document.get("format") != ENTRY_FORMAT or not isinstance(document.get("entry"), Mapping):
+        raise RegisterError("<xcom>", f"not a staged file or {ENTRY_FORMAT} document: {str(document)[:200]}")
+    record = _decode(document["entry"])
+    file_record = record.get("_FILE")
+    missing = [
+        k
+        for k in ("_FILE_NAME", "_FILE_SIZE", "_ROW_COUNT")
+        if not isinstance(file_record, dict) or k not in file_record
+    ]
+    if missing or not isinstance(record.get("_PARTITION"), bytes):
+        raise RegisterError(
+            "<xcom>", f"staged entry lacks {missing or ['_PARTITION']}: {str(document)[:200]}"
+        )
+    try:
+        entry = ManifestEntry(record)
+    except (KeyError, ValueError) as exc:
+        raise RegisterError(str(file_record.get("_FILE_NAME")), f"not a valid staged entry ({exc})") from exc
+    if entry.kind is not FileKind.ADD:
+        raise RegisterError(entry.file.file_name, "a staged entry must ADD a file")
+    return entry
+
+
+def entries_from_xcom(documents: Iterable[Mapping[str, Any]]) -> list[ManifestEntry]:
+    """The ADD entries back from :func:`entries_to_xcom`; anything else is refused with the reason."""
+    return [_entry(document) for document in documents]
+
+
+# -- Paimon ------------------------------------------------------------------------------------------
+
+
+class PaimonWrites:
+    """Exactly-once commits to one Paimon table (the commit user and identifier are the snapshot's own)."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+
+    def check_overwrite(self, overwrite: Mapping[str, Any] | str | None) -> None:
+        """Paimon overwrites partitions: only a malformed spec is refused (``ValueError``)."""
+        overwrite_filter(overwrite)
+
+    def commit_files(
+        self,
+        staged: Sequence[Staged],
+        *,
+        commit_user: str,
+        commit_identifier: int,
+        overwrite: Mapping[str, Any] | str | None = None,
+    ) -> dict[str, Any]:
+        """Register staged Parquet paths and XCom entries as one APPEND (or OVERWRITE) snapshot, once.
+
+        Args:
+            staged: table-relative or full paths of Parquet files in the table's layout, and/or documents
+                from :func:`entries_to_xcom`.
+            commit_user, commit_identifier: the commit's identity; a snapshot holding it means "done".
+            overwrite: ``"*"`` or a partition whose live files the staged ones replace.
+        """
+        from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.write.register import register_files
+
+        replace, partition_filter = overwrite_filter(overwrite)
+        kind = CommitKind.OVERWRITE if replace else CommitKind.APPEND
+        committer = Committer(self.table, commit_user)
+        landed = committer.find_landed(commit_identifier, kind)
+        if landed is not None:  # an earlier try published this very commit and failed afterwards
+            done = CommitResult(landed, 0, already_committed=True)
+            return {**done.to_json(), "filesAdded": len(staged), "filesDeleted": 0}
+        paths = [item for item in staged if isinstance(item, str)]
+        entries = entries_from_xcom([item for item in staged if not isinstance(item, str)])
+        self._check_staged_files(entries)
+        adds = register_files(self.table, paths) + entries
+        deletes = committer.overwrite_entries(partition_filter) if replace else []
+        result = committer.commit(
+            [*deletes, *adds], kind=kind, commit_identifier=commit_identifier, check_conflicts=True
+        )
+        return {**result.to_json(), "filesAdded": len(adds), "filesDeleted": len(deletes)}
+
+    def _check_staged_files(self, entries: Sequence[ManifestEntry]) -> None:
+        """A staged entry must describe a file that is there, at its size: never commit a dangling file."""
+        from airflow_lakeformat.core.paimon.paths import DataFilePaths
+
+        table = self.table
+        paths = DataFilePaths(table.schema)
+        for entry in entries:
+            if entry.file.external_path:
+                continue  # outside the table; its writer vouches for it
+            path = table.io.join(table.root, paths.relative_path(entry))
+            try:
+                size = table.io.size(path)
+            except FileNotFoundError:
+                raise RegisterError(table.io.uri(path), "staged file does not exist") from None
+            if size != entry.file.file_size:
+                raise RegisterError(
+                    table.io.uri(path),
+                    f"staged file has {size} bytes, its DataFileMeta says {entry.file.file_size}",
+                )
+
+    def write_rows(
+        self,
+        rows: pa.Table | ReadRows,
+        *,
+        commit_user: str,
+        commit_identifier: int,
+        overwrite: Mapping[str, Any] | str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Write ``rows`` as data files and commit them once. ``rows`` may be a function returning them, not
+        called when an earlier try's snapshot holds the write. A dry run reads and counts the rows, writes
+        nothing."""
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.snapshot import CommitKind
+        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
+        from airflow_lakeformat.core.paimon.written_files import commit_written_files
+
+        started = time.monotonic()
+        replace, partition_filter = overwrite_filter(overwrite)
+        committer = Committer(self.table, commit_user)
+        landed = committer.find_landed(
+            commit_identifier, CommitKind.OVERWRITE if replace else CommitKind.APPEND
+        )
+        if landed is not None:
+            return {**_EMPTY, "snapshotId": landed.id, "alreadyCommitted": True}
+        data = rows() if callable(rows) else rows
+        if dry_run:
+            return _dry_run(data, started)
+        entries = write_data_files(self.table, data)
+        if not entries and not (replace and committer.overwrite_entries(partition_filter)):
+            return {**_EMPTY, "snapshotId": None, "alreadyCommitted": False}
+        done = commit_written_files(
+            committer,
+            entries,
+            overwrite=replace,
+            partition_filter=partition_filter,
+            commit_identifier=commit_identifier,
+        )
+        result = done.result
+        if result.already_committed:
+            return {
+                **_EMPTY,
+                "snapshotId": result.snapshot.id,
+                "alreadyCommitted": True,
+                "discarded": done.discarded,
+            }
+        return {
+            "filesWritten": len(entries),
+            "rowsWritten": sum(e.file.row_count for e in entries),
+            "bytesWritten": sum(e.file.file_size for e in entries),
+            "filesDeleted": len(done.deletes),
+            "snapshotId": result.snapshot.id,
+            "alreadyCommitted": False,
+            "commitKind": result.snapshot.commit_kind.value,
+            "durationSeconds": round(time.monotonic() - started, 3),
+        }
+
+    def catalog_identifier(self) -> None:
+        """A Paimon table is named by its root URI, never by a catalog."""
+        return None
+
+
+def _dry_run(data: pa.Table, started: float) -> dict[str, Any]:
+    return {
+        **_EMPTY,
+        "snapshotId": None,
+        "alreadyCommitted": False,
+        "sourceRows": data.num_rows,
+        "durationSeconds": round(time.monotonic() - started, 3),
+    }
+
+
+# -- Iceberg -----------------------------------------------------------------------------------------
+
+
+class IcebergWrites:
+    """Exactly-once commits to one Iceberg table (the commit user and identifier in the snapshot summary)."""
+
+    branch = "main"
+
+    def __init__(self, table: IcebergTable) -> None:
+        self.table = table
+
+    def check_overwrite(self, overwrite: Mapping[str, Any] | str | None) -> None:
+        """A partition overwrite of an Iceberg table is not implemented yet: refused, nothing written."""
+        if overwrite_filter(overwrite)[0]:
+            raise UnsupportedFormatError(
+                self.table.name, "a partition overwrite of Iceberg tables is not implemented yet"
+            )
+
+    def find_landed(self, commit_user: str, commit_identifier: int) -> Any | None:
+        """The snapshot on the branch's history holding this commit, or None (the table is reloaded first)."""
+        self.table.refresh()
+        metadata = self.table.metadata
+        ref = metadata.refs.get(self.branch)
+        wanted = (commit_user, str(commit_identifier))
+        snapshot_id = ref.snapshot_id if ref is not None else None
+        seen: set[int] = set()
+        while snapshot_id is not None and snapshot_id not in seen:
+            seen.add(snapshot_id)
+            snapshot = metadata.snapshot_by_id(snapshot_id)
+            if snapshot is None:  # expired ancestors: the commit is older than anything a retry looks for
+                return None
+            if _snapshot_commit(snapshot) == wanted:
+                return snapshot
+            snapshot_id = snapshot.parent_snapshot_id
+        return None
+
+    def commit_files(
+        self,
+        staged: Sequence[Staged],
+        *,
+        commit_user: str,
+        commit_identifier: int,
+        overwrite: Mapping[str, Any] | str | None = None,
+    ) -> dict[str, Any]:
+        """Register staged Parquet files once (pyiceberg's ``add_files``); paths relative to the table root are
+        placed under it. Staged Paimon entries are refused (:class:`RegisterError`)."""
+        from airflow_lakeformat.core.iceberg.write.write import add_files
+
+        self.check_overwrite(overwrite)
+        documents = [item for item in staged if not isinstance(item, str)]
+        if documents:
+            raise RegisterError(
+                self.table.name,
+                f"{len(documents)} staged Paimon manifest entries cannot be committed to an Iceberg table; "
+                "stage Parquet file paths instead",
+            )
+        paths = [item for item in staged if isinstance(item, str)]
+        landed = self.find_landed(commit_user, commit_identifier)
+        if landed is None:
+            root = self.table.uri.rstrip("/")
+            full = [p if "://" in p or p.startswith("/") else f"{root}/{p.lstrip('/')}" for p in paths]
+            properties = _commit_properties(commit_user, commit_identifier)
+            snapshot = self._snapshot(add_files(self.table, full, snapshot_properties=properties))
+        else:
+            snapshot = landed
+        fields = _snapshot_fields(snapshot)
+        return {**fields, "alreadyCommitted": landed is not None, "filesAdded": len(paths), "filesDeleted": 0}
+
+    def write_rows(
+        self,
+        rows: pa.Table | ReadRows,
+        *,
+        commit_user: str,
+        commit_identifier: int,
+        overwrite: Mapping[str, Any] | str | None = None,
+        dry_run: bool = False,
+    ) -> dict[str, Any]:
+        """Append ``rows`` once (a function returning them is not called when an earlier try's snapshot holds
+        them). A dry run reads and counts the rows, writes nothing."""
+        from airflow_lakeformat.core.iceberg.write.write import append
+
+        started = time.monotonic()
+        self.check_overwrite(overwrite)
+        landed = self.find_landed(commit_user, commit_identifier)
+        if landed is not None:
+            return {**_EMPTY, "snapshotId": landed.snapshot_id, "alreadyCommitted": True}
+        data = rows() if callable(rows) else rows
+        if dry_run:
+            return _dry_run(data, started)
+        properties = _commit_properties(commit_user, commit_identifier)
+        snapshot = self._snapshot(append(self.table, data, snapshot_properties=properties))
+        summary = snapshot.summary
+        return {
+            "filesWritten": int(summary.get("added-data-files") or 0) if summary is not None else 0,
+            "rowsWritten": data.num_rows,
+            "bytesWritten": int(summary.get("added-files-size") or 0) if summary is not None else 0,
+            "filesDeleted": 0,
+            **_snapshot_fields(snapshot),
+            "alreadyCommitted": False,
+            "durationSeconds": round(time.monotonic() - started, 3),
+        }
+
+    def _snapshot(self, snapshot_id: int) -> Any:
+        snapshot = self.table.metadata.snapshot_by_id(snapshot_id)
+        if snapshot is None:
+            raise RegisterError(
+                self.table.name, f"snapshot {snapshot_id} just committed is not in the metadata"
+            )
+        return snapshot
+
+    def catalog_identifier(self) -> tuple[str, list[str], str] | None:
+        """(catalog, namespace, name) of a table opened from a catalog; None for one opened by its root."""
+        from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import (
+            HadoopLayoutCatalog,
+            ReadOnlyCatalog,
+        )
+
+        native = self.table.table
+        if isinstance(native.catalog, (HadoopLayoutCatalog, ReadOnlyCatalog)):
+            return None
+        *namespace, name = native.name()
+        return native.catalog.name, namespace, name
+
+
+def _commit_properties(commit_user: str, commit_identifier: int) -> dict[str, str]:
+    """The snapshot summary properties that name the commit's user and identifier."""
+    return {COMMIT_USER_PROPERTY: commit_user, COMMIT_IDENTIFIER_PROPERTY: str(commit_identifier)}
+
+
+def _snapshot_commit(snapshot: Any) -> tuple[str | None, str | None]:
+    """(commit user, commit identifier) recorded in a snapshot's summary, None where absent."""
+    summary = snapshot.summary
+    if summary is None:
+        return None, None
+    return summary.get(COMMIT_USER_PROPERTY), summary.get(COMMIT_IDENTIFIER_PROPERTY)
+
+
+def _int(summary: Any, key: str) -> int:
+    try:
+        return int(summary.get(key) or 0) if summary is not None else 0
+    except (TypeError, ValueError):
+        return 0
+
+
+def _snapshot_fields(snapshot: Any) -> dict[str, Any]:
+    """What a commit document says about an Iceberg snapshot: id, kind, record counts and its commit."""
+    summary = snapshot.summary
+    user, identifier = _snapshot_commit(snapshot)
+    return {
+        "snapshotId": snapshot.snapshot_id,
+        "commitKind": summary.operation.value.upper() if summary is not None else None,
+        "commitUser": user,
+        "commitIdentifier": int(identifier)
+        if identifier is not None and identifier.isdigit()
+        else identifier,
+        "deltaRecordCount": _int(summary, "added-records") - _int(summary, "deleted-records"),
+        "totalRecordCount": _int(summary, "total-records"),
+    }
