@@ -99,17 +99,32 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         with contextlib.suppress(OSError, ValueError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_BROKEN_PIPE
-    except (LakeformatError, OSError, ValueError) as exc:
-        if args.debug:
+    except Exception as exc:
+        described = _describe(exc)
+        if described is None or args.debug:
             raise
-        message = str(exc) or type(exc).__name__
-        if not isinstance(exc, LakeformatError):
-            message = f"{type(exc).__name__}: {message}"
+        kind, message, code = described
         print(f"lakeformat: error: {message}", file=sys.stderr)
-        code = exit_code_for(type(exc))
         if getattr(args, "json", False):
             with contextlib.suppress(OSError, ValueError):
-                emit_json(error_document(type(exc).__name__, str(exc) or type(exc).__name__, code), out)
+                emit_json(error_document(kind, message.removeprefix(f"{kind}: "), code), out)
                 out.flush()
         return code
     return 0
+
+
+def _describe(exc: Exception) -> tuple[str, str, int] | None:
+    """(type name, the one line, exit code) of an error the CLI reports as a line; None: a bug, re-raised.
+
+    Typed errors, ``OSError`` and ``ValueError`` keep their exit codes; an object-store client's error
+    (a missing credential, an unreachable endpoint: ``cli/errors.py``) is one line with exit 1.
+    """
+    if isinstance(exc, (LakeformatError, OSError, ValueError)):
+        message = str(exc) or type(exc).__name__
+        if not isinstance(exc, LakeformatError):
+            message = f"{type(exc).__name__}: {message}"
+        return type(exc).__name__, message, exit_code_for(type(exc))
+    from airflow_lakeformat.cli.errors import storage_error
+
+    found = storage_error(exc)
+    return None if found is None else (found[0], found[1], EXIT_ERROR)

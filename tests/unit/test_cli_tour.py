@@ -6,6 +6,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
+import socket
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -126,3 +130,59 @@ def test_with_json_an_error_is_also_a_json_document(tmp_path: Path, sample_table
     code, out, err = run("expire", str(sample_tables / "append_tbl"), "--retain-min", "-1", "--json")
     assert code == cli.EXIT_USAGE and json.loads(out)["error"]["type"] == "UsageError"
     assert json.loads(out)["error"]["message"] in error_line(err)
+
+
+def _without_credentials(tmp_path: Path) -> dict[str, str]:
+    """The environment of a newcomer's shell: no AWS_* variables, no ~/.aws, an endpoint on a closed port."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "LAKEFORMAT_S3_ENDPOINT"}
+    env.update(
+        HOME=str(tmp_path),
+        AWS_CONFIG_FILE=str(tmp_path / "none"),
+        AWS_SHARED_CREDENTIALS_FILE=str(tmp_path / "none"),
+        AWS_EC2_METADATA_DISABLED="true",
+        AWS_ENDPOINT_URL=f"http://127.0.0.1:{_closed_port()}",
+    )
+    return env
+
+
+def _closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])  # closed again when the block ends: nothing listens there
+
+
+@pytest.mark.parametrize(
+    ("credentials", "kind"), [(False, "NoCredentialsError"), (True, "EndpointConnectionError")]
+)
+def test_an_s3_table_without_credentials_or_endpoint_is_one_typed_line(
+    tmp_path: Path, credentials: bool, kind: str
+) -> None:
+    env = _without_credentials(tmp_path)
+    if credentials:
+        env.update(AWS_ACCESS_KEY_ID="newcomer", AWS_SECRET_ACCESS_KEY="secret")
+    argv = ["snapshots", "s3://bucket/db.db/t", "--storage-option", "config_kwargs.retries.max_attempts=1"]
+    run = subprocess.run(
+        [sys.executable, "-m", "airflow_lakeformat.cli", *argv, "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    lines = run.stderr.splitlines()
+    assert run.returncode == cli.EXIT_ERROR and error_line(lines).startswith(f"lakeformat: error: {kind}: ")
+    assert "AWS_" in error_line(lines)  # it says what to set or check
+    assert json.loads(run.stdout)["error"] == {
+        "type": kind,
+        "message": error_line(lines).removeprefix(f"lakeformat: error: {kind}: "),
+        "exitCode": cli.EXIT_ERROR,
+    }
+    if credentials:
+        return  # --debug is checked once (each run starts an interpreter and s3fs: about a second)
+    debug = subprocess.run(
+        [sys.executable, "-m", "airflow_lakeformat.cli", *argv, "--debug"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert debug.returncode != 0 and "Traceback" in debug.stderr
