@@ -84,7 +84,7 @@ def files(args: argparse.Namespace, out: TextIO) -> None:
     table = open_command_table(args)
     ref = args.ref or args.tag  # either names a tag; --ref also a branch (Paimon: the one opened)
     snapshot_id = table.resolve_snapshot(args.snapshot, ref)
-    found = table.files(args.snapshot, ref, progress.for_stream(sys.stderr)) if snapshot_id else []
+    found = table.files(args.snapshot, ref, progress.for_stream(sys.stderr))
     rows = [f.to_json() for f in found]
     if args.json:
         document = {"table": table.uri, "format": table.format, "snapshot": snapshot_id, "ref": ref}
@@ -97,7 +97,7 @@ def files(args: argparse.Namespace, out: TextIO) -> None:
 def manifests(args: argparse.Namespace, out: TextIO) -> None:
     table = open_command_table(args)
     snapshot_id = table.resolve_snapshot(args.snapshot)
-    rows = [m.to_json() for m in table.manifests(args.snapshot)] if snapshot_id else []
+    rows = [m.to_json() for m in table.manifests(args.snapshot)]
     if args.json:
         document = {"table": table.uri, "format": table.format, "snapshot": snapshot_id}
         emit_json({**document, "manifests": rows}, out)
