@@ -277,10 +277,14 @@ def add_completion_command(sub: argparse._SubParsersAction[argparse.ArgumentPars
         "completion",
         help="print a shell completion script (bash or zsh)",
         description="print a shell completion script generated from lakeformat's commands and options",
-        epilog=EPILOG_FORMAT.format('eval "$(lakeformat completion bash)"'),
+        epilog=EPILOG_FORMAT.format("lakeformat completion bash > ~/.lakeformat-completion.bash"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    completion.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
+    completion.add_argument(
+        "shell",
+        choices=("bash", "zsh"),
+        help='the shell to complete in (load: eval "$(lakeformat completion bash)")',
+    )
     completion.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     completion.set_defaults(func=lazy_handler("completion:completion"), json=False)
 
@@ -436,7 +440,8 @@ def add_orphan_arguments(parser: argparse.ArgumentParser) -> None:
         "--equal-scheme",
         action="append",
         metavar="FROM=TO",
-        help="Iceberg: schemes naming the same store (repeatable; s3a=s3 and s3n=s3 always apply)",
+        help="Iceberg: schemes naming the same store (repeatable; default: none beyond s3a=s3 and s3n=s3, "
+        "which always apply)",
     )
     parser.add_argument(
         "--equal-authority",

@@ -3,6 +3,7 @@ naming the problem, never a traceback (unless ``--debug``, accepted before or af
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -186,3 +187,31 @@ def test_an_s3_table_without_credentials_or_endpoint_is_one_typed_line(
         timeout=60,
     )
     assert debug.returncode != 0 and "Traceback" in debug.stderr
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    (action,) = [a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+@pytest.mark.parametrize("name", list(_commands()))
+def test_every_option_has_help_with_its_default_and_every_command_an_example(name: str) -> None:
+    command = _commands()[name]
+    assert (command.epilog or "").startswith("example:\n  lakeformat "), name
+    for action in command._actions:
+        if not action.option_strings or action.help == argparse.SUPPRESS or action.dest == "help":
+            continue
+        flag = action.option_strings[-1]
+        assert action.help, f"{name} {flag} has no help"
+        if not action.required:
+            assert "default" in action.help, f"{name} {flag}: its help names no default"
+
+
+def test_the_expire_help_shows_the_dry_run_rule_and_an_example() -> None:
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code, _, _ = run("expire", "--help")
+    text = printed.getvalue()
+    assert code == 0 and "lakeformat expire /wh/db.db/t --older-than 7d --apply" in text
+    assert "--apply" in text and "a dry run unless --apply" in " ".join(text.split())
+    assert "counts snapshots" in " ".join(text.split())
