@@ -57,7 +57,7 @@ from bench.support.commit_tables import (  # noqa: E402
     run_raw_compaction,
     table_facts,
 )
-from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, machine_facts, run_json  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, machine_facts, ours_package, run_json  # noqa: E402
 
 DEFAULT_SIZES = (1_000, 100_000, 1_000_000)
 LAYOUTS = ("compacted", "fragmented")
@@ -94,89 +94,97 @@ def _merge_effect(table: Any, result: Any) -> dict[str, Any]:
 def worker_append(
     table_dir: str, scratch: str, repeat: int, warmup: int, policy_commits: int
 ) -> dict[str, Any]:
-    from airflow_lakeformat.core.paimon.commit import Committer
-    from airflow_lakeformat.core.paimon.table import Table
-
+    """merge=False commits against the raw floor, then (``policy_commits``) a merge=True sequence."""
     out: dict[str, Any] = {}
     source, scratch_dir = Path(table_dir), Path(scratch)
     try:
-        # merge=False: the protocol's own cost.
-        link_copy(source, scratch_dir / "a")
-        table = Table.open(str(scratch_dir / "a"))
-        committer = Committer(table, "bench-append")
-        link_copy(source, scratch_dir / "raw")
-        batches = _append_batches(table, warmup + repeat + 1, seed=1)
-        times, raw_times, modes = [], [], set()
-        for i, batch in enumerate(batches[: warmup + repeat]):
-            # ours and the raw floor alternate, so drift affects both alike
-            gc.collect()
-            t0 = time.perf_counter()
-            result = committer.commit(batch, merge=False)
-            elapsed = time.perf_counter() - t0
-            records = [e.record for e in batch]
-            gc.collect()
-            t0 = time.perf_counter()
-            raw_commit_floor(str(scratch_dir / "raw"), records, str(i))
-            raw_elapsed = time.perf_counter() - t0
-            if i >= warmup:
-                times.append(elapsed)
-                raw_times.append(raw_elapsed)
-                modes.add(result.merge)
-        counter = AccessCounter(table.io)
-        committer.commit(batches[-1], merge=False)
-        out["no_merge"] = {
-            "times": times,
-            "median": statistics.median(times),
-            "min": min(times),
-            "merge_modes": sorted(modes),
-            "access": counter.snapshot(),
-            "raw_floor": {
-                "times": raw_times,
-                "median": statistics.median(raw_times),
-                "min": min(raw_times),
-            },
-            "vs_raw_floor": statistics.median(times) / statistics.median(raw_times),
-        }
-        counter.close()
-
-        # merge=True: a sequence of commits under the table's default policy, then the same
-        # sequence replayed on another fresh copy with access counting (untimed).
+        out["no_merge"] = _append_no_merge(source, scratch_dir, repeat, warmup)
         if policy_commits:
-            policy_batches = _append_batches(table, policy_commits, seed=2)
-            runs = []
-            for label in ("timed", "counted"):
-                link_copy(source, scratch_dir / label)
-                ptable = Table.open(str(scratch_dir / label))
-                pcommitter = Committer(ptable, "bench-policy")
-                counter = AccessCounter(ptable.io) if label == "counted" else None
-                for i, batch in enumerate(policy_batches):
-                    if counter:
-                        counter.reset()
-                    gc.collect()
-                    t0 = time.perf_counter()
-                    result = pcommitter.commit(batch, merge=True)
-                    elapsed = time.perf_counter() - t0
-                    if label == "timed":
-                        runs.append({"seconds": elapsed, "merge": result.merge})
-                        if result.merge != "none":
-                            runs[-1].update(_merge_effect(ptable, result))
-                    elif counter:
-                        runs[i]["access"] = counter.snapshot()
-                        if runs[i]["merge"] != result.merge:
-                            runs[i]["replay_merge_differs"] = result.merge
-                if counter:
-                    counter.close()
-            plain = [r["seconds"] for r in runs if r["merge"] == "none"]
-            merged = [r for r in runs if r["merge"] != "none"]
-            out["policy"] = {
-                "commits": runs,
-                "median_no_merge": statistics.median(plain) if plain else None,
-                "merges": [{k: v for k, v in r.items() if k != "access"} for r in merged],
-                "mean_of_sequence": statistics.fmean(r["seconds"] for r in runs),
-            }
+            out["policy"] = _append_policy(source, scratch_dir, policy_commits)
     finally:
         shutil.rmtree(scratch_dir, ignore_errors=True)
     return out
+
+
+def _append_no_merge(source: Path, scratch_dir: Path, repeat: int, warmup: int) -> dict[str, Any]:
+    """merge=False (the protocol's own cost), alternating with the raw floor; then one counted commit."""
+    from airflow_lakeformat.core.paimon.commit import Committer
+    from airflow_lakeformat.core.paimon.table import Table
+
+    link_copy(source, scratch_dir / "a")
+    table = Table.open(str(scratch_dir / "a"))
+    committer = Committer(table, "bench-append")
+    link_copy(source, scratch_dir / "raw")
+    batches = _append_batches(table, warmup + repeat + 1, seed=1)
+    times, raw_times, modes = [], [], set()
+    for i, batch in enumerate(batches[: warmup + repeat]):
+        # ours and the raw floor alternate, so drift affects both alike
+        gc.collect()
+        t0 = time.perf_counter()
+        result = committer.commit(batch, merge=False)
+        elapsed = time.perf_counter() - t0
+        records = [e.record for e in batch]
+        gc.collect()
+        t0 = time.perf_counter()
+        raw_commit_floor(str(scratch_dir / "raw"), records, str(i))
+        raw_elapsed = time.perf_counter() - t0
+        if i >= warmup:
+            times.append(elapsed)
+            raw_times.append(raw_elapsed)
+            modes.add(result.merge)
+    counter = AccessCounter(table.io)
+    committer.commit(batches[-1], merge=False)
+    no_merge = {
+        "times": times,
+        "median": statistics.median(times),
+        "min": min(times),
+        "merge_modes": sorted(modes),
+        "access": counter.snapshot(),
+        "raw_floor": {"times": raw_times, "median": statistics.median(raw_times), "min": min(raw_times)},
+        "vs_raw_floor": statistics.median(times) / statistics.median(raw_times),
+    }
+    counter.close()
+    return no_merge
+
+
+def _append_policy(source: Path, scratch_dir: Path, policy_commits: int) -> dict[str, Any]:
+    """merge=True: a sequence of commits under the table's default policy, then the same sequence
+    replayed on another fresh copy with access counting (untimed)."""
+    from airflow_lakeformat.core.paimon.commit import Committer
+    from airflow_lakeformat.core.paimon.table import Table
+
+    policy_batches = _append_batches(Table.open(str(scratch_dir / "a")), policy_commits, seed=2)
+    runs: list[dict[str, Any]] = []
+    for label in ("timed", "counted"):
+        link_copy(source, scratch_dir / label)
+        ptable = Table.open(str(scratch_dir / label))
+        pcommitter = Committer(ptable, "bench-policy")
+        counter = AccessCounter(ptable.io) if label == "counted" else None
+        for i, batch in enumerate(policy_batches):
+            if counter:
+                counter.reset()
+            gc.collect()
+            t0 = time.perf_counter()
+            result = pcommitter.commit(batch, merge=True)
+            elapsed = time.perf_counter() - t0
+            if label == "timed":
+                runs.append({"seconds": elapsed, "merge": result.merge})
+                if result.merge != "none":
+                    runs[-1].update(_merge_effect(ptable, result))
+            elif counter:
+                runs[i]["access"] = counter.snapshot()
+                if runs[i]["merge"] != result.merge:
+                    runs[i]["replay_merge_differs"] = result.merge
+        if counter:
+            counter.close()
+    plain = [r["seconds"] for r in runs if r["merge"] == "none"]
+    merged = [r for r in runs if r["merge"] != "none"]
+    return {
+        "commits": runs,
+        "median_no_merge": statistics.median(plain) if plain else None,
+        "merges": [{k: v for k, v in r.items() if k != "access"} for r in merged],
+        "mean_of_sequence": statistics.fmean(r["seconds"] for r in runs),
+    }
 
 
 # ---- benchmark 2: manifest compaction (workers) -------------------------------------------------
@@ -259,13 +267,50 @@ def _ms(seconds: float | None) -> str:
     return "-" if seconds is None else f"{seconds * 1000:8.2f}"
 
 
-def _ours_package() -> str:
-    import airflow_lakeformat
-
-    return str(Path(airflow_lakeformat.__file__).parent)
-
-
 def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.ours_root:
+        sys.path.insert(0, str(Path(args.ours_root).resolve()))
+    if args.worker:
+        return _run_worker(args)
+
+    sizes = [int(s) for s in args.sizes.split(",") if s]
+    layouts = [s for s in args.layouts.split(",") if s]
+    if any(layout not in LAYOUTS for layout in layouts) or not sizes:
+        parser.error(f"layouts must be among {LAYOUTS} and sizes non-empty")
+    work_dir = Path(args.work_dir).resolve()
+    default_run = sizes == list(DEFAULT_SIZES) and args.compaction_files == COMPACTION_FILES and not args.only
+    output = (
+        Path(args.output)
+        if args.output
+        else RESULTS_DIR / ("commit.json" if default_run else "commit-custom.json")
+    )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    me = [sys.executable, str(Path(__file__).resolve())]
+    if args.ours_root:
+        me += ["--ours-root", str(Path(args.ours_root).resolve())]
+    started = time.perf_counter()
+    result: dict[str, Any] = {
+        "benchmark": "commit latency and manifest compaction",
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": machine_facts(),
+        "ours_package": ours_package(),
+    }
+    failures: list[str] = []
+    if args.only in (None, "append"):
+        result["append"] = _benchmark_append(args, me, work_dir, sizes, layouts, failures)
+    if args.only in (None, "compaction"):
+        result["compaction"] = _benchmark_compaction(args, me, work_dir, output, failures)
+    result["failures"] = failures
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
+    output.write_text(json.dumps(result, indent=2) + "\n")
+    print_summary(result)
+    print(f"results: {output}")
+    return 0 if not failures else 1
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -301,196 +346,185 @@ def main(argv: list[str] | None = None) -> int:
         "('candidate', same run, so its ratio to ours is an optimization's measured effect)",
     )
     parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    if args.ours_root:
-        sys.path.insert(0, str(Path(args.ours_root).resolve()))
+    return parser
 
-    if args.worker:
-        kind, *rest = args.worker
-        if kind == "append":
-            document = worker_append(rest[0], rest[1], args.repeat, args.warmup, args.policy_commits)
-        elif kind == "profile":
-            document = worker_profile(rest[0], rest[1], rest[2], 15)
-        else:
-            document = worker_compaction(
-                rest[0], rest[1], rest[2], args.compaction_repeat, args.compaction_warmup
-            )
-        document["package"] = _ours_package()
-        json.dump(document, sys.stdout)
-        sys.stdout.write("\n")
-        return 0
 
-    sizes = [int(s) for s in args.sizes.split(",") if s]
-    layouts = [s for s in args.layouts.split(",") if s]
-    if any(layout not in LAYOUTS for layout in layouts) or not sizes:
-        parser.error(f"layouts must be among {LAYOUTS} and sizes non-empty")
-    work_dir = Path(args.work_dir).resolve()
+def _run_worker(args: argparse.Namespace) -> int:
+    kind, *rest = args.worker
+    if kind == "append":
+        document = worker_append(rest[0], rest[1], args.repeat, args.warmup, args.policy_commits)
+    elif kind == "profile":
+        document = worker_profile(rest[0], rest[1], rest[2], 15)
+    else:
+        document = worker_compaction(
+            rest[0], rest[1], rest[2], args.compaction_repeat, args.compaction_warmup
+        )
+    document["package"] = ours_package()
+    json.dump(document, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _benchmark_append(
+    args: argparse.Namespace,
+    me: list[str],
+    work_dir: Path,
+    sizes: list[int],
+    layouts: list[str],
+    failures: list[str],
+) -> dict[str, Any]:
+    """Benchmark 1: every (layout, size) table's append worker; the rows and ratios to the smallest table."""
     scratch_root = work_dir / "scratch"
-    default_run = sizes == list(DEFAULT_SIZES) and args.compaction_files == COMPACTION_FILES and not args.only
-    output = (
-        Path(args.output)
-        if args.output
-        else RESULTS_DIR / ("commit.json" if default_run else "commit-custom.json")
-    )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    me = [sys.executable, str(Path(__file__).resolve())]
-    if args.ours_root:
-        me += ["--ours-root", str(Path(args.ours_root).resolve())]
-    started = time.perf_counter()
-    result: dict[str, Any] = {
-        "benchmark": "commit latency and manifest compaction",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": machine_facts(),
-        "ours_package": _ours_package(),
-    }
-    failures: list[str] = []
-
-    # ---- benchmark 1
-    if args.only in (None, "append"):
-        tables: dict[str, dict[str, Any]] = {}
-        for layout in layouts:
-            for files in sizes:
-                tables[f"{layout}-{files}"] = {"layout": layout, "files": files}
-                tables[f"{layout}-{files}"]["dir"], tables[f"{layout}-{files}"]["facts"] = ensure_table(
-                    work_dir, layout, files, args.rebuild
-                )
-        common = ["--repeat", str(args.repeat), "--warmup", str(args.warmup)]
-        for key, info in tables.items():
-            print(f"append: {key} ...", file=sys.stderr)
-            policy = args.policy_commits if info["layout"] == "compacted" else 0
-            scratch = scratch_root / f"append-{uuid.uuid4().hex[:8]}"
-            info["result"] = run_json(
-                [
-                    *me,
-                    *common,
-                    "--policy-commits",
-                    str(policy),
-                    "--worker",
-                    "append",
-                    str(info["dir"]),
-                    str(scratch),
-                ]
+    tables: dict[str, dict[str, Any]] = {}
+    for layout in layouts:
+        for files in sizes:
+            tables[f"{layout}-{files}"] = {"layout": layout, "files": files}
+            tables[f"{layout}-{files}"]["dir"], tables[f"{layout}-{files}"]["facts"] = ensure_table(
+                work_dir, layout, files, args.rebuild
             )
-            access = info["result"]["no_merge"]["access"]
-            if _reads(access, "manifest") != 0 or _reads(access, "manifest_list") != 2:
-                failures.append(f"{key}: merge=False append read {access['calls'].get('read_bytes')}")
-        append_rows = []
-        for layout in layouts:
-            smallest = tables[f"{layout}-{min(sizes)}"]["result"]["no_merge"]["median"]
-            for files in sizes:
-                info = tables[f"{layout}-{files}"]
-                nm = info["result"]["no_merge"]
-                append_rows.append(
-                    {
-                        "layout": layout,
-                        "files": files,
-                        "manifests": info["facts"]["manifests"],
-                        "manifest_bytes": info["facts"]["manifest_bytes"],
-                        "median_seconds": nm["median"],
-                        "min_seconds": nm["min"],
-                        "raw_floor_median_seconds": nm["raw_floor"]["median"],
-                        "vs_raw_floor": nm["vs_raw_floor"],
-                        "vs_smallest": nm["median"] / smallest,
-                        "reads": nm["access"]["calls"].get("read_bytes", {}),
-                        "policy": info["result"].get("policy"),
-                    }
-                )
-        result["append"] = {
-            "params": {
-                "sizes": sizes,
-                "layouts": layouts,
-                "files_per_commit": APPEND_FILES,
-                "repeat": args.repeat,
-                "warmup": args.warmup,
-                "policy_commits": args.policy_commits,
-                "tail_commits": TAIL_COMMITS,
-                "fragment_files": FRAGMENT_FILES,
-            },
-            "tables": {
-                k: {kk: (str(vv) if kk == "dir" else vv) for kk, vv in v.items()} for k, v in tables.items()
-            },
-            "rows": append_rows,
-            "ratios": {
-                layout: {
-                    f"{files}/{min(sizes)}": tables[f"{layout}-{files}"]["result"]["no_merge"]["median"]
-                    / tables[f"{layout}-{min(sizes)}"]["result"]["no_merge"]["median"]
-                    for files in sizes
-                    if files != min(sizes)
-                }
-                for layout in layouts
-            },
-            "append_reads_no_manifest": not any(f.startswith(tuple(tables)) for f in failures),
-        }
-
-    # ---- benchmark 2
-    if args.only in (None, "compaction"):
-        comp_dir, comp_facts = ensure_table(work_dir, "fragmented", args.compaction_files, args.rebuild)
-        common = [
-            "--compaction-repeat",
-            str(args.compaction_repeat),
-            "--compaction-warmup",
-            str(args.compaction_warmup),
-        ]
-        methods: dict[str, dict[str, Any]] = {}
-        plan: list[tuple[str, str, list[str]]] = [("ours", "ours", me), ("raw", "raw", me)]
-        if args.candidate_root:
-            candidate = [
-                sys.executable,
-                str(Path(__file__).resolve()),
-                "--ours-root",
-                str(Path(args.candidate_root).resolve()),
+    common = ["--repeat", str(args.repeat), "--warmup", str(args.warmup)]
+    for key, info in tables.items():
+        print(f"append: {key} ...", file=sys.stderr)
+        policy = args.policy_commits if info["layout"] == "compacted" else 0
+        scratch = scratch_root / f"append-{uuid.uuid4().hex[:8]}"
+        info["result"] = run_json(
+            [
+                *me,
+                *common,
+                "--policy-commits",
+                str(policy),
+                "--worker",
+                "append",
+                str(info["dir"]),
+                str(scratch),
             ]
-            plan.append(("candidate", "ours", candidate))
-        for label, method, command in plan:
-            print(f"compaction: {label} ...", file=sys.stderr)
-            scratch = scratch_root / f"compact-{uuid.uuid4().hex[:8]}"
-            methods[label] = run_json(
-                [*command, *common, "--worker", "compact", method, str(comp_dir), str(scratch)]
+        )
+        access = info["result"]["no_merge"]["access"]
+        if _reads(access, "manifest") != 0 or _reads(access, "manifest_list") != 2:
+            failures.append(f"{key}: merge=False append read {access['calls'].get('read_bytes')}")
+    append_rows = _append_rows(tables, layouts, sizes)
+    return {
+        "params": {
+            "sizes": sizes,
+            "layouts": layouts,
+            "files_per_commit": APPEND_FILES,
+            "repeat": args.repeat,
+            "warmup": args.warmup,
+            "policy_commits": args.policy_commits,
+            "tail_commits": TAIL_COMMITS,
+            "fragment_files": FRAGMENT_FILES,
+        },
+        "tables": {
+            k: {kk: (str(vv) if kk == "dir" else vv) for kk, vv in v.items()} for k, v in tables.items()
+        },
+        "rows": append_rows,
+        "ratios": {
+            layout: {
+                f"{files}/{min(sizes)}": tables[f"{layout}-{files}"]["result"]["no_merge"]["median"]
+                / tables[f"{layout}-{min(sizes)}"]["result"]["no_merge"]["median"]
+                for files in sizes
+                if files != min(sizes)
+            }
+            for layout in layouts
+        },
+        "append_reads_no_manifest": not any(f.startswith(tuple(tables)) for f in failures),
+    }
+
+
+def _append_rows(
+    tables: dict[str, dict[str, Any]], layouts: list[str], sizes: list[int]
+) -> list[dict[str, Any]]:
+    """One row per table: its median, the raw floor, and the ratio to the smallest table of its layout."""
+    append_rows = []
+    for layout in layouts:
+        smallest = tables[f"{layout}-{min(sizes)}"]["result"]["no_merge"]["median"]
+        for files in sizes:
+            info = tables[f"{layout}-{files}"]
+            nm = info["result"]["no_merge"]
+            append_rows.append(
+                {
+                    "layout": layout,
+                    "files": files,
+                    "manifests": info["facts"]["manifests"],
+                    "manifest_bytes": info["facts"]["manifest_bytes"],
+                    "median_seconds": nm["median"],
+                    "min_seconds": nm["min"],
+                    "raw_floor_median_seconds": nm["raw_floor"]["median"],
+                    "vs_raw_floor": nm["vs_raw_floor"],
+                    "vs_smallest": nm["median"] / smallest,
+                    "reads": nm["access"]["calls"].get("read_bytes", {}),
+                    "policy": info["result"].get("policy"),
+                }
             )
-            shutil.rmtree(scratch, ignore_errors=True)
-        entries = comp_facts["live_files"]
-        mbytes = comp_facts["manifest_bytes"] / 1e6
-        for label, m in methods.items():
-            m["entries_per_second"] = entries / m["median"]
-            m["input_mb_per_second"] = mbytes / m["median"]
-            m["vs_raw"] = m["median"] / methods["raw"]["median"]
-            if m["detail"].get("live_files_after", entries) != entries:
-                failures.append(f"compaction {label}: {m['detail']} lost files")
-        profile_path = output.with_suffix(".profile.txt")
-        profile_lines: list[str] = []
-        if not args.no_profile:
-            print("compaction: profiling ours ...", file=sys.stderr)
-            scratch = scratch_root / f"profile-{uuid.uuid4().hex[:8]}"
-            profile_lines = run_json(
-                [*me, "--worker", "profile", str(comp_dir), str(scratch), str(profile_path)]
-            )["lines"]
-            shutil.rmtree(scratch, ignore_errors=True)
-        result["compaction"] = {
-            "params": {
-                "files": args.compaction_files,
-                "repeat": args.compaction_repeat,
-                "warmup": args.compaction_warmup,
-                "raw_block_records": RAW_BLOCK_RECORDS,
-            },
-            "table": {"dir": str(comp_dir), **comp_facts},
-            "methods": methods,
-            "ratios": {
-                "ours/raw": methods["ours"]["median"] / methods["raw"]["median"],
-                **(
-                    {"candidate/ours": methods["candidate"]["median"] / methods["ours"]["median"]}
-                    if "candidate" in methods
-                    else {}
-                ),
-            },
-            "profile_file": str(profile_path) if profile_lines else None,
-            "profile_top": profile_lines,
-        }
-    result["failures"] = failures
-    result["wall_seconds"] = round(time.perf_counter() - started, 1)
-    output.write_text(json.dumps(result, indent=2) + "\n")
-    print_summary(result)
-    print(f"results: {output}")
-    return 0 if not failures else 1
+    return append_rows
+
+
+def _benchmark_compaction(
+    args: argparse.Namespace, me: list[str], work_dir: Path, output: Path, failures: list[str]
+) -> dict[str, Any]:
+    """Benchmark 2: ours, raw (and a candidate package) compacting the fragmented table; a profile of ours."""
+    scratch_root = work_dir / "scratch"
+    comp_dir, comp_facts = ensure_table(work_dir, "fragmented", args.compaction_files, args.rebuild)
+    common = [
+        "--compaction-repeat",
+        str(args.compaction_repeat),
+        "--compaction-warmup",
+        str(args.compaction_warmup),
+    ]
+    methods: dict[str, dict[str, Any]] = {}
+    plan: list[tuple[str, str, list[str]]] = [("ours", "ours", me), ("raw", "raw", me)]
+    if args.candidate_root:
+        candidate = [
+            sys.executable,
+            str(Path(__file__).resolve()),
+            "--ours-root",
+            str(Path(args.candidate_root).resolve()),
+        ]
+        plan.append(("candidate", "ours", candidate))
+    for label, method, command in plan:
+        print(f"compaction: {label} ...", file=sys.stderr)
+        scratch = scratch_root / f"compact-{uuid.uuid4().hex[:8]}"
+        methods[label] = run_json(
+            [*command, *common, "--worker", "compact", method, str(comp_dir), str(scratch)]
+        )
+        shutil.rmtree(scratch, ignore_errors=True)
+    entries = comp_facts["live_files"]
+    mbytes = comp_facts["manifest_bytes"] / 1e6
+    for label, m in methods.items():
+        m["entries_per_second"] = entries / m["median"]
+        m["input_mb_per_second"] = mbytes / m["median"]
+        m["vs_raw"] = m["median"] / methods["raw"]["median"]
+        if m["detail"].get("live_files_after", entries) != entries:
+            failures.append(f"compaction {label}: {m['detail']} lost files")
+    profile_path = output.with_suffix(".profile.txt")
+    profile_lines: list[str] = []
+    if not args.no_profile:
+        print("compaction: profiling ours ...", file=sys.stderr)
+        scratch = scratch_root / f"profile-{uuid.uuid4().hex[:8]}"
+        profile_lines = run_json(
+            [*me, "--worker", "profile", str(comp_dir), str(scratch), str(profile_path)]
+        )["lines"]
+        shutil.rmtree(scratch, ignore_errors=True)
+    return {
+        "params": {
+            "files": args.compaction_files,
+            "repeat": args.compaction_repeat,
+            "warmup": args.compaction_warmup,
+            "raw_block_records": RAW_BLOCK_RECORDS,
+        },
+        "table": {"dir": str(comp_dir), **comp_facts},
+        "methods": methods,
+        "ratios": {
+            "ours/raw": methods["ours"]["median"] / methods["raw"]["median"],
+            **(
+                {"candidate/ours": methods["candidate"]["median"] / methods["ours"]["median"]}
+                if "candidate" in methods
+                else {}
+            ),
+        },
+        "profile_file": str(profile_path) if profile_lines else None,
+        "profile_top": profile_lines,
+    }
 
 
 def print_summary(result: dict[str, Any]) -> None:

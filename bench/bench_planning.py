@@ -55,6 +55,7 @@ from bench.support.runs import (  # noqa: E402
     RESULTS_DIR,
     MiB,
     machine_facts,
+    ours_package,
     pypaimon_python,
     run_json,
 )
@@ -202,12 +203,6 @@ def profile_ours(table_dir: str, out_path: Path, top: int) -> list[str]:
 
 
 # ---- orchestration ---------------------------------------------------------------------------
-
-
-def _ours_package() -> str:
-    import airflow_lakeformat
-
-    return str(Path(airflow_lakeformat.__file__).parent)
 
 
 def _fmt_mib(value: int | None) -> str:
@@ -432,7 +427,7 @@ def _result(
             )
         },
         "table": {"path": str(table_dir), **stats},
-        "ours_package": _ours_package(),
+        "ours_package": ours_package(),
         "memory_method": (
             "peak_rss_delta = the RSS high-water mark (VmHWM, reset right before) after the first "
             "(untimed) run in a fresh worker process minus the RSS just before it; tracemalloc = peak "

@@ -99,6 +99,13 @@ def run_json_env(command: list[str], env: dict[str, str]) -> dict[str, Any]:
                 os.environ[key] = value
 
 
+def ours_package() -> str:
+    """The directory of the airflow_lakeformat package this process measures (``--ours-root`` may change it)."""
+    import airflow_lakeformat
+
+    return str(Path(airflow_lakeformat.__file__).parent)
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (other work on the machine skews every timing)."""
     return [round(x, 2) for x in os.getloadavg()]

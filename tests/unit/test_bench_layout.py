@@ -28,11 +28,6 @@ ALLOWED: dict[str, str] = {
     "airflow_lakeformat/core/iceberg/maintenance/data_compaction.py::compact_data": (
         "Iceberg data compaction is being written (another helper's work in progress)"
     ),
-    "airflow_lakeformat/core/iceberg/maintenance/orphans.py::execute_orphan_cleanup": (
-        "being split with the orphan rooms (issue 25 point 3)"
-    ),
-    "bench/bench_commit.py::worker_append": "not split by step yet",
-    "bench/bench_commit.py::main": "not split by step yet",
     "bench/bench_dag_parse.py::main": "not split by step yet",
     "bench/bench_expiry.py::worker_expire": "not split by step yet",
     "bench/bench_expiry.py::main": "not split by step yet",
