@@ -120,38 +120,13 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     Modes: "execute" (plan, checks, dry run, real run); plan only: "plan", "gc-off" (cyclic GC
     paused), "p1" (read_parallelism 1), "p1-gc-off" (both), "tracemalloc" (under tracemalloc).
     """
-    from airflow_lakeformat.core.collector import gc_paused
-    from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup, plan_orphan_cleanup
     from airflow_lakeformat.core.paimon.table import Table
 
     planting = json.loads(Path(planting_file).read_text())
     expected_paths, expected_kinds = _expected(planting)
     # "p1": one listing/reading thread instead of the default read_parallelism (16).
     table = Table.open(table_dir, read_parallelism=1) if mode.startswith("p1") else Table.open(table_dir)
-    clock = PhaseClock()
-    marks: dict[str, float] = {}
-
-    def run_plan() -> Any:
-        if mode == "tracemalloc":
-            tracemalloc.start()
-        marks["began"] = clock._now()
-        if mode.endswith("gc-off"):
-            with gc_paused():
-                plan = plan_orphan_cleanup(table, progress=clock, on_phase=clock.phase)
-        else:
-            plan = plan_orphan_cleanup(table, progress=clock, on_phase=clock.phase)
-        marks["ended"] = clock._now()
-        return plan
-
-    plan, memory = memory_around(run_plan)
-    memory["rss_at"] = clock.rss
-    memory["tracemalloc"] = None
-    if mode == "tracemalloc":
-        current, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
-        memory["tracemalloc"] = {"peak_bytes": peak, "retained_bytes": current}
-    began, ended = marks["began"], marks["ended"]
-    phases, cpu_phases = _split_phases(clock, began, ended)
+    plan, memory, phases, cpu_phases = _measured_plan(table, mode)
     summary = plan.to_json()
     orphan_paths = {r.path for r in plan.orphans}
     checks = {
@@ -180,6 +155,53 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     if not ok:
         out["executed"] = False
         return out
+    out.update(_execute_checked(table, plan, summary, expected_paths, planting, checks))
+    return out
+
+
+def _measured_plan(table: Any, mode: str) -> tuple[Any, dict[str, Any], dict[str, float], dict[str, float]]:
+    """The plan with its memory (under tracemalloc in that mode) and its phases' wall and CPU seconds."""
+    from airflow_lakeformat.core.collector import gc_paused
+    from airflow_lakeformat.core.paimon.maintenance.orphans import plan_orphan_cleanup
+
+    clock = PhaseClock()
+    marks: dict[str, float] = {}
+
+    def run_plan() -> Any:
+        if mode == "tracemalloc":
+            tracemalloc.start()
+        marks["began"] = clock._now()
+        if mode.endswith("gc-off"):
+            with gc_paused():
+                plan = plan_orphan_cleanup(table, progress=clock, on_phase=clock.phase)
+        else:
+            plan = plan_orphan_cleanup(table, progress=clock, on_phase=clock.phase)
+        marks["ended"] = clock._now()
+        return plan
+
+    plan, memory = memory_around(run_plan)
+    memory["rss_at"] = clock.rss
+    memory["tracemalloc"] = None
+    if mode == "tracemalloc":
+        current, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        memory["tracemalloc"] = {"peak_bytes": peak, "retained_bytes": current}
+    phases, cpu_phases = _split_phases(clock, marks["began"], marks["ended"])
+    return plan, memory, phases, cpu_phases
+
+
+def _execute_checked(
+    table: Any,
+    plan: Any,
+    summary: dict[str, Any],
+    expected_paths: set[str],
+    planting: dict[str, Any],
+    checks: dict[str, Any],
+) -> dict[str, Any]:
+    """A dry run (must delete nothing), then the real run (must delete exactly the planted old orphans);
+    adds its checks to ``checks``."""
+    from airflow_lakeformat.core.paimon.maintenance.orphans import execute_orphan_cleanup
+
     present_before = sum(1 for p in expected_paths if os.path.exists(p))
     t0 = time.perf_counter()
     dry = execute_orphan_cleanup(table, plan, dry_run=True)
@@ -189,8 +211,7 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     checks["dry_run_deleted_nothing"] = present_before == present_after_dry == len(expected_paths)
     checks["dry_run_counts_match"] = dry_json["files"] == summary["files"] and dry_json["keptByRecheck"] == 0
     if not (checks["dry_run_deleted_nothing"] and checks["dry_run_counts_match"]):
-        out["executed"] = False
-        return out
+        return {"executed": False}
     t0 = time.perf_counter()
     real = execute_orphan_cleanup(table, plan, dry_run=False)
     real_seconds = time.perf_counter() - t0
@@ -203,18 +224,17 @@ def worker_plan(table_dir: str, planting_file: str, mode: str) -> dict[str, Any]
     )
     checks["empty_directories_removed"] = not any(os.path.exists(d) for d in planting["empty_dirs"])
     deleted = sum(real_json["files"].values())
-    out.update(
-        executed=True,
-        dry_run={"seconds": dry_seconds, "result": dry_json},
-        real_run={
+    return {
+        "executed": True,
+        "dry_run": {"seconds": dry_seconds, "result": dry_json},
+        "real_run": {
             "seconds": real_seconds,
             "deleter_seconds": real.report.duration_seconds,
             "deleted": deleted,
             "deletes_per_second": deleted / real_seconds,
             "result": real_json,
         },
-    )
-    return out
+    }
 
 
 # ---- orchestration -------------------------------------------------------------------------------
@@ -330,30 +350,9 @@ def run_benchmark(
     )
 
     me = [sys.executable, str((script or Path(__file__)).resolve())]
-    print("raw walk ...", file=sys.stderr)
-    walk = run_json([*me, "--repeat", str(args.repeat), "--worker", "walk", str(table_dir)])
-    print("raw used set ...", file=sys.stderr)
-    raw_used = run_json([*me, "--worker", "raw-used", str(table_dir)])
-    extra: dict[str, Any] = {}
-    if args.baseline_root:
-        print(f"baseline plan ({args.baseline_root}) ...", file=sys.stderr)
-        env = {PACKAGE_ROOT_ENV: str(Path(args.baseline_root).resolve())}
-        extra["baseline"] = run_json_env([*me, "--worker", "plan", str(table_dir), str(state)], env)
-    if args.variants:
-        print("plan with the GC paused ...", file=sys.stderr)
-        extra["gc-off"] = run_json([*me, "--worker", "gc-off", str(table_dir), str(state)])
-    if args.tracemalloc:
-        print("plan under tracemalloc ...", file=sys.stderr)
-        extra["tracemalloc"] = run_json([*me, "--worker", "tracemalloc", str(table_dir), str(state)])
-    print("plan, dry run, real run ...", file=sys.stderr)
-    run = run_json([*me, "--worker", "execute", str(table_dir), str(state)])
+    walk, raw_used, extra, run = _run_methods(args, me, table_dir, state)
 
-    for label, document in [("execute", run), *extra.items()]:
-        for check, value in document["checks"].items():
-            if value is False or (check == "planted_old_not_classified" and value):
-                failures.append(f"{label}: {check}")
-    if not run.get("executed"):
-        failures.append("execute: not executed (checks failed before deleting)")
+    failures += _failed_checks(run, extra)
     tidy = remove_planted(table_dir, planting)
     count_after, digest_after = tree_digest(str(table_dir))
     pristine_after = (count_after, digest_after) == (facts["files_in_tree"], facts["tree_digest"])
@@ -391,6 +390,42 @@ def run_benchmark(
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1
+
+
+def _failed_checks(run: dict[str, Any], extra: dict[str, Any]) -> list[str]:
+    """The checks the workers reported failed, and a real run that did not happen."""
+    failures = []
+    for label, document in [("execute", run), *extra.items()]:
+        for check, value in document["checks"].items():
+            if value is False or (check == "planted_old_not_classified" and value):
+                failures.append(f"{label}: {check}")
+    if not run.get("executed"):
+        failures.append("execute: not executed (checks failed before deleting)")
+    return failures
+
+
+def _run_methods(
+    args: argparse.Namespace, me: list[str], table_dir: Path, state: Path
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Every method in its own worker process: (raw walk, raw used set, the plan variants, the real run)."""
+    print("raw walk ...", file=sys.stderr)
+    walk = run_json([*me, "--repeat", str(args.repeat), "--worker", "walk", str(table_dir)])
+    print("raw used set ...", file=sys.stderr)
+    raw_used = run_json([*me, "--worker", "raw-used", str(table_dir)])
+    extra: dict[str, Any] = {}
+    if args.baseline_root:
+        print(f"baseline plan ({args.baseline_root}) ...", file=sys.stderr)
+        env = {PACKAGE_ROOT_ENV: str(Path(args.baseline_root).resolve())}
+        extra["baseline"] = run_json_env([*me, "--worker", "plan", str(table_dir), str(state)], env)
+    if args.variants:
+        print("plan with the GC paused ...", file=sys.stderr)
+        extra["gc-off"] = run_json([*me, "--worker", "gc-off", str(table_dir), str(state)])
+    if args.tracemalloc:
+        print("plan under tracemalloc ...", file=sys.stderr)
+        extra["tracemalloc"] = run_json([*me, "--worker", "tracemalloc", str(table_dir), str(state)])
+    print("plan, dry run, real run ...", file=sys.stderr)
+    run = run_json([*me, "--worker", "execute", str(table_dir), str(state)])
+    return walk, raw_used, extra, run
 
 
 def figures(

@@ -39,8 +39,6 @@ ALLOWED: dict[str, str] = {
     "bench/bench_iceberg_orphans_scale.py::build_table": "not split by step yet",
     "bench/bench_iceberg_orphans_scale.py::main": "not split by step yet",
     "bench/bench_iceberg_planning.py::main": "not split by step yet",
-    "bench/bench_orphans.py::worker_plan": "not split by step yet",
-    "bench/bench_orphans.py::run_benchmark": "not split by step yet",
     "bench/bench_spark_orphans.py::main": "not split by step yet",
 }
 
