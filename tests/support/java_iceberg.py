@@ -13,7 +13,8 @@ what the previous request left, so requests don't see each other. Its log goes t
 in the errors; if it dies or times out (it is killed then), the next request starts a new one. Two kinds of call
 get a subprocess of their own: those with ``conf`` (Spark settings fixed at a session's start) and those made
 while another thread's request is running. :func:`start_oracle` (background commands, for concurrency tests)
-always starts its own process.
+always starts its own process. The server's client is ``tests/support/oracle_server.py``, shared with the
+pypaimon oracle.
 
 Fixtures (register with ``pytest_plugins = ["tests.support.java_iceberg"]`` in ``tests/conftest.py`` or in the
 test module):
@@ -35,23 +36,20 @@ the same :class:`JavaIcebergWarehouse` paths; a test must not use the read-only 
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
-import queue
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.oracle_server import OracleClient, always_same_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ORACLE_SCRIPT = REPO_ROOT / "tests" / "interop" / "iceberg_oracle.py"
@@ -143,6 +141,29 @@ def _command_argv(
     return [command, *session, *(os.fspath(a) if isinstance(a, os.PathLike) else str(a) for a in args)]
 
 
+def _command() -> list[str]:
+    return [str(iceberg_python()), str(ORACLE_SCRIPT)]
+
+
+# The server and its one-shot fallback (tests/support/oracle_server.py). The server re-targets its catalogs per
+# request, so it serves every caller's environment; it may take 30 s to stop its Spark session.
+_client = OracleClient(
+    name="Java Iceberg oracle",
+    error=JavaIcebergOracleError,
+    command=_command,
+    env=_oracle_env,
+    log_prefix="java-iceberg-oracle-",
+    same_env=always_same_env,
+    stop_seconds=30.0,
+)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "_server":  # the running server, for the tests of the server itself
+        return _client.server
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def run_oracle(
     command: str,
     *args: str | os.PathLike[str] | int,
@@ -159,172 +180,7 @@ def run_oracle(
     subprocess) or another thread is using the server (a one-shot subprocess too: two threads never wait for
     each other)."""
     argv = _command_argv(command, args, warehouse, catalog_db, conf)
-    if "--conf" not in argv and _server_lock.acquire(blocking=False):
-        try:
-            return _ask_server(argv, stdin, timeout)
-        finally:
-            _server_lock.release()
-    return _run_once(argv, stdin, timeout)
-
-
-def _run_once(argv: list[str], stdin: str | None, timeout: float) -> Any:
-    """One oracle command in a subprocess of its own (a JVM and a Spark session for this call alone)."""
-    argv = [str(iceberg_python()), str(ORACLE_SCRIPT), *argv]
-    completed = subprocess.run(
-        argv,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=_oracle_env(),
-        cwd=REPO_ROOT,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise JavaIcebergOracleError(
-            f"Java Iceberg oracle failed (exit {completed.returncode}): {' '.join(argv)}\n"
-            f"--- stderr (tail) ---\n{completed.stderr.strip()[-6000:]}\n"
-            f"--- stdout ---\n{completed.stdout.strip()[:2000]}"
-        )
-    try:
-        return json.loads(completed.stdout)
-    except json.JSONDecodeError as exc:
-        raise JavaIcebergOracleError(
-            f"Java Iceberg oracle printed invalid JSON ({exc}): {' '.join(argv)}\n"
-            f"--- stdout ---\n{completed.stdout[:2000]}\n--- stderr (tail) ---\n{completed.stderr.strip()[-4000:]}"
-        ) from exc
-
-
-# ---- the oracle server: one Spark session per pytest process ------------------------------------
-
-
-class _OracleServer:
-    """``iceberg_oracle.py serve``: JSON-lines requests on its stdin, one answer line each on its stdout.
-
-    Its stderr (Spark's and the oracle's log) goes to a temporary file, not to a pipe nobody reads (a full pipe
-    would block the server)."""
-
-    def __init__(self) -> None:
-        argv = [str(iceberg_python()), str(ORACLE_SCRIPT), "serve"]
-        self.owner = os.getpid()
-        fd, name = tempfile.mkstemp(prefix="java-iceberg-oracle-", suffix=".log")
-        self.log = Path(name)
-        try:
-            self.process = subprocess.Popen(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=fd,
-                text=True, encoding="utf-8", env=_oracle_env(), cwd=REPO_ROOT,
-            )  # fmt: skip
-        finally:
-            os.close(fd)
-        self.answers: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read_answers, name="java-iceberg-oracle-reader", daemon=True).start()
-
-    def _read_answers(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.answers.put(line)
-        self.answers.put("")  # end of its stdout: it died (or was stopped)
-
-    def alive(self) -> bool:
-        return self.owner == os.getpid() and self.process.poll() is None
-
-    def log_tail(self, limit: int = 6000) -> str:
-        try:
-            with self.log.open("rb") as handle:
-                handle.seek(max(0, handle.seek(0, os.SEEK_END) - limit))
-                return handle.read().decode("utf-8", errors="replace").strip()
-        except OSError:
-            return ""
-
-    def ask(self, argv: list[str], stdin: str | None, timeout: float) -> str:
-        """Send one request and wait for its answer line; "" if the server died first.
-        Raises ``queue.Empty`` after ``timeout`` seconds."""
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(json.dumps({"argv": argv, "stdin": stdin}) + "\n")
-            self.process.stdin.flush()
-        except OSError:  # BrokenPipeError: it is gone
-            return ""
-        return self.answers.get(timeout=timeout)
-
-    def stop(self) -> None:
-        """Close its stdin (it stops its Spark session and exits), kill it if it takes long."""
-        if self.owner != os.getpid():
-            return  # a forked child's copy: the server belongs to the parent
-        with contextlib.suppress(OSError):
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        try:
-            self.process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
-        self.log.unlink(missing_ok=True)
-
-
-_server: _OracleServer | None = None
-_server_lock = threading.Lock()  # held for a whole request; see run_oracle
-
-
-def _stop_server() -> None:
-    global _server
-    if _server is not None:
-        _server.stop()
-        _server = None
-
-
-atexit.register(_stop_server)
-
-
-def _running_server() -> _OracleServer:
-    """The server, started now if there is none yet or the last one died. Call with ``_server_lock`` held."""
-    global _server
-    if _server is not None and not _server.alive():
-        code, tail = _server.process.poll(), _server.log_tail()
-        _stop_server()
-        print(
-            f"Java Iceberg oracle server had died (exit {code}); restarting it. Its log:\n{tail}",
-            file=sys.stderr,
-        )
-    if _server is None:
-        _server = _OracleServer()
-    return _server
-
-
-def _ask_server(argv: list[str], stdin: str | None, timeout: float) -> Any:
-    """One request to the server, with the results and errors of a one-shot run."""
-    server = _running_server()
-    shown = " ".join([str(ORACLE_SCRIPT), *argv])
-    try:
-        line = server.ask(argv, stdin, timeout)
-    except queue.Empty:
-        server.process.kill()
-        tail = server.log_tail()
-        _stop_server()  # the next request starts a new one
-        raise subprocess.TimeoutExpired(shown, timeout, stderr=tail) from None
-    if not line:
-        code, tail = server.process.wait(), server.log_tail()
-        _stop_server()
-        raise JavaIcebergOracleError(
-            f"Java Iceberg oracle server died (exit {code}): {shown}\n--- stderr (tail) ---\n{tail}"
-        )
-    try:
-        answer = json.loads(line)
-    except json.JSONDecodeError as exc:
-        tail = server.log_tail()
-        _stop_server()  # out of step with its requests
-        raise JavaIcebergOracleError(
-            f"Java Iceberg oracle printed invalid JSON ({exc}): {shown}\n"
-            f"--- stdout ---\n{line[:2000]}\n--- stderr (tail) ---\n{tail}"
-        ) from exc
-    if not answer.get("ok"):
-        raise JavaIcebergOracleError(
-            f"Java Iceberg oracle failed (exit {answer.get('code')}): {shown}\n"
-            f"--- error ---\n{str(answer.get('error')).strip()[-6000:]}\n"
-            f"--- stderr (tail) ---\n{server.log_tail()}"
-        )
-    return answer.get("result")
+    return _client.run(argv, stdin, timeout, shared="--conf" not in argv)
 
 
 def run_oracle_batch(

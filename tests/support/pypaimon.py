@@ -9,7 +9,8 @@ Importing pypaimon takes ~5 s, so every call (``run_oracle`` and all that use it
 ``pypaimon_oracle.py serve`` process per pytest process: started on first use, stopped at exit, replaced
 when it has died or timed out (its stderr goes to a temporary log whose tail errors quote). Requests share
 no state. A call made while another thread is using the server, or under an environment the server was not
-started with, runs in a one-shot process instead, as every call did before.
+started with, runs in a one-shot process instead, as every call did before. The server client is
+``tests/support/oracle_server.py``, shared with the Java Iceberg oracle.
 
 Register the fixtures with ``pytest_plugins = ["tests.support.pypaimon"]`` in ``tests/conftest.py``.
 
@@ -20,20 +21,18 @@ Fixtures (both made through the pytest process's oracle server):
 
 from __future__ import annotations
 
-import atexit
-import contextlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.oracle_server import OracleClient
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 ORACLE_SCRIPT = REPO_ROOT / "tests" / "interop" / "pypaimon_oracle.py"
@@ -92,174 +91,26 @@ def _same_env(a: Mapping[str, str], b: Mapping[str, str]) -> bool:
     return kept(a) == kept(b)
 
 
-def _command(argv: list[str]) -> list[str]:
-    return [str(pypaimon_python()), str(ORACLE_SCRIPT), *argv]
+def _command() -> list[str]:
+    return [str(pypaimon_python()), str(ORACLE_SCRIPT)]
 
 
-def _run_once(argv: list[str], timeout: float, stdin: str | None, env: dict[str, str]) -> Any:
-    """One oracle process for one command (pays pypaimon's import)."""
-    command = _command(argv)
-    completed = subprocess.run(
-        command,
-        input=stdin,
-        stdin=None if stdin is not None else subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-        cwd=REPO_ROOT,
-        check=False,
-    )
-    if completed.returncode != 0:
-        raise PypaimonOracleError(
-            f"pypaimon oracle failed (exit {completed.returncode}): {' '.join(command)}\n"
-            f"--- stderr ---\n{completed.stderr.strip()}\n--- stdout ---\n{completed.stdout.strip()[:2000]}"
-        )
-    try:
-        return json.loads(completed.stdout)
-    except json.JSONDecodeError as exc:
-        raise PypaimonOracleError(
-            f"pypaimon oracle printed invalid JSON ({exc}): {' '.join(command)}\n"
-            f"--- stdout ---\n{completed.stdout[:2000]}\n--- stderr ---\n{completed.stderr.strip()}"
-        ) from exc
+# The server and its one-shot fallback (tests/support/oracle_server.py); a traceback is quoted whole.
+_client = OracleClient(
+    name="pypaimon oracle",
+    error=PypaimonOracleError,
+    command=_command,
+    env=_oracle_env,
+    log_prefix="pypaimon-oracle-",
+    same_env=_same_env,
+    stderr_limit=1_000_000,
+)
 
 
-class _OracleServer:
-    """One ``pypaimon_oracle.py serve`` process; its stderr goes to a log file (a PIPE nobody read
-    would fill up and block it)."""
-
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-        self.owner = os.getpid()
-        command = _command(["serve"])  # raises PypaimonUnavailableError before anything is made
-        fd, name = tempfile.mkstemp(prefix="pypaimon-oracle-", suffix=".log")
-        self.log_path = Path(name)
-        self.process = subprocess.Popen(
-            command,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=fd,
-            cwd=REPO_ROOT,
-            env=env,
-            text=True,
-            encoding="utf-8",
-            bufsize=1,
-        )
-        os.close(fd)
-
-    def alive(self) -> bool:
-        return self.owner == os.getpid() and self.process.poll() is None
-
-    def log_tail(self, since: int = 0, limit: int = 3000) -> str:
-        """The log from byte ``since`` on, at most its last ``limit`` bytes."""
-        try:
-            with open(self.log_path, "rb") as handle:
-                handle.seek(max(since, handle.seek(0, os.SEEK_END) - limit))
-                return handle.read().decode("utf-8", errors="replace").strip()
-        except OSError:
-            return ""
-
-    def log_size(self) -> int:
-        try:
-            return self.log_path.stat().st_size
-        except OSError:
-            return 0
-
-    def ask(self, argv: list[str], stdin: str | None, timeout: float) -> str:
-        """Send one request; the answer line, "" if the server died. Kills it after ``timeout`` s."""
-        assert self.process.stdin is not None and self.process.stdout is not None
-        request = json.dumps({"argv": argv, "stdin": stdin}, ensure_ascii=False)
-        expired = threading.Event()
-        timer = threading.Timer(timeout, lambda: (expired.set(), self.process.kill()))
-        timer.start()
-        try:
-            self.process.stdin.write(request + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        except OSError:  # BrokenPipeError: it died before reading the request
-            line = ""
-        finally:
-            timer.cancel()
-        if expired.is_set():
-            raise subprocess.TimeoutExpired(_command(argv), timeout)
-        return line
-
-    def stop(self) -> None:
-        if self.owner != os.getpid():
-            return  # a forked child's copy: the parent's server is not ours to stop
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            with contextlib.suppress(OSError):
-                self.process.stdin.close()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        for pipe in (self.process.stdin, self.process.stdout):
-            if pipe is not None:
-                with contextlib.suppress(OSError):
-                    pipe.close()
-        self.log_path.unlink(missing_ok=True)
-
-
-_server: _OracleServer | None = None
-_server_lock = threading.Lock()  # one request at a time; other threads get their own process
-
-
-def _stop_server() -> None:
-    global _server
-    if _server is not None:
-        _server.stop()
-        _server = None
-
-
-atexit.register(_stop_server)
-
-
-def _server_for(env: dict[str, str]) -> _OracleServer | None:
-    """The running server (started if none runs, or the last one died), or None when the caller's
-    environment differs from the server's. Call with ``_server_lock`` held."""
-    global _server
-    if _server is not None and not _server.alive():
-        _stop_server()
-    if _server is None:
-        _server = _OracleServer(env)
-    return _server if _same_env(_server.env, env) else None
-
-
-def _ask_server(server: _OracleServer, argv: list[str], stdin: str | None, timeout: float) -> Any:
-    """One request to the server, with run_oracle's results and errors."""
-    command = " ".join(_command(argv))
-    since = server.log_size()
-    try:
-        line = server.ask(argv, stdin, timeout)
-    except subprocess.TimeoutExpired as exc:
-        exc.stderr = server.log_tail(since)
-        _stop_server()  # killed: the next request starts a new one
-        raise
-    if not line:
-        code = server.process.wait()
-        tail = server.log_tail(since)
-        _stop_server()
-        raise PypaimonOracleError(
-            f"pypaimon oracle server died (exit {code}): {command}\n--- stderr ---\n{tail}"
-        )
-    try:
-        answer = json.loads(line)
-    except json.JSONDecodeError as exc:
-        tail = server.log_tail(since)
-        _stop_server()  # out of step with its requests
-        raise PypaimonOracleError(
-            f"pypaimon oracle printed invalid JSON ({exc}): {command}\n"
-            f"--- stdout ---\n{line[:2000]}\n--- stderr ---\n{tail}"
-        ) from exc
-    if answer.get("ok") is not True:
-        raise PypaimonOracleError(
-            f"pypaimon oracle failed (exit {answer.get('code')}): {command}\n"
-            f"--- stderr ---\n{answer.get('error')}\n--- server log ---\n{server.log_tail(since)}"
-        )
-    return answer.get("result")
+def __getattr__(name: str) -> Any:
+    if name == "_server":  # the running server, for the tests of the server itself
+        return _client.server
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def run_oracle(
@@ -270,17 +121,7 @@ def run_oracle(
     The command runs in this process's oracle server (one per pytest process, started on first use).
     A call made while another thread uses the server, or under an environment the server was not
     started with (e.g. a monkeypatched variable), runs in a process of its own as before."""
-    argv = [str(arg) for arg in args]
-    env = _oracle_env()
-    if not _server_lock.acquire(blocking=False):
-        return _run_once(argv, timeout, stdin, env)
-    try:
-        server = _server_for(env)
-        if server is None:
-            return _run_once(argv, timeout, stdin, env)
-        return _ask_server(server, argv, stdin, timeout)
-    finally:
-        _server_lock.release()
+    return _client.run([str(arg) for arg in args], stdin, timeout)
 
 
 def run_oracle_batch(
