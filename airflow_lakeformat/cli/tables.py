@@ -8,9 +8,6 @@ the files decide: Paimon has ``snapshot/`` and ``schema/``, Iceberg ``metadata/*
 ``.maintenance``). ``--branch`` names a Paimon branch; on an Iceberg table it is a usage mistake (its
 branches and tags are read with ``files --ref NAME``), refused rather than ignored.
 
-:func:`open_iceberg`, :func:`open_paimon` and :func:`selected_snapshot` serve the read commands
-(``read.py``), which still take the formats' own table objects.
-
 Example:
     >>> open_args(argparse.Namespace(table="db.t", format=None, catalog="prod", catalog_property=None,
     ...                              storage_option=None, branch="main"))
@@ -23,13 +20,9 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.core.errors import UsageError
-from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.io import parse_storage_options
 
 if TYPE_CHECKING:
-    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
-    from airflow_lakeformat.core.paimon.snapshot import Snapshot
-    from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 
@@ -93,35 +86,3 @@ def open_command_table(args: argparse.Namespace) -> PaimonTable | IcebergLakeTab
             "with files --ref NAME"
         )
     return table
-
-
-def open_iceberg(args: argparse.Namespace) -> IcebergTable | None:
-    """The command's table as an Iceberg table, or None when it is a Paimon table (for ``read.py``)."""
-    options = open_args(args)
-    if options["format"] == "paimon":
-        return None
-    explicit = options["format"] == "iceberg" or options["catalog"] or options["catalog_properties"]
-    storage = options["storage_options"]
-    if not explicit and detect_format(args.table, storage_options=storage) != "iceberg":
-        return None
-    from airflow_lakeformat.core.tables import IcebergLakeTable
-
-    table = open_command_table(args)
-    return table.native if isinstance(table, IcebergLakeTable) else None
-
-
-def open_paimon(args: argparse.Namespace) -> Table:
-    """The command's table as a Paimon table, on ``--branch`` (for ``read.py``)."""
-    from airflow_lakeformat.core.paimon.table import Table
-
-    return Table.open(args.table, parse_storage_options(args.storage_option), branch=args.branch)
-
-
-def selected_snapshot(table: Table, args: argparse.Namespace) -> tuple[Snapshot | None, str | None]:
-    """The snapshot ``--tag`` or ``--snapshot`` names (default: the latest), and the tag's name if any."""
-    manager = table.snapshot_manager
-    if getattr(args, "tag", None):
-        return manager.tag(args.tag), args.tag
-    if getattr(args, "snapshot", None) is not None:
-        return manager.snapshot(args.snapshot), None
-    return manager.latest_snapshot(), None
