@@ -172,10 +172,8 @@ def verify(table: Any, source: str, facts: dict[str, Any], end: int, latest: int
 
 
 def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: bool) -> dict[str, Any]:
-    from airflow_lakeformat.core.paimon.maintenance.expiry import (
-        execute_snapshot_expiry,
-        plan_snapshot_expiry,
-    )
+    """Plan an expiry of ``expire`` snapshots on a hard-linked copy (with a tag 5 below the latest: plan
+    only), counting every file read; then execute it and verify the table against the facts."""
     from airflow_lakeformat.core.paimon.table import Table
 
     facts = json.loads(Path(facts_file).read_text())
@@ -185,7 +183,21 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
     if tag:
         write_tag(Path(copy), "bench", table.snapshot_manager.snapshot(latest - 5))
     counter = AccessCounter(table.io)
-    # Per path: no snapshot, manifest list or manifest may be read twice by one plan (exit 1 otherwise).
+    plan, out = _counted_plan(table, counter, expire)
+    out["tag"] = tag
+    if tag:
+        shutil.rmtree(copy)
+        return out
+    out.update(_execute_and_verify(table, plan, counter, source, copy, facts, latest))
+    shutil.rmtree(copy)
+    return out
+
+
+def _counted_plan(table: Any, counter: AccessCounter, expire: int) -> tuple[Any, dict[str, Any]]:
+    """The plan, timed, with its memory and the files it read; a snapshot, manifest list or manifest read
+    twice by one plan is counted (the benchmark exits 1 then)."""
+    from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
+
     per_path: dict[str, int] = {}
     counted_read = table.io.read_bytes
 
@@ -193,7 +205,7 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
         per_path[path] = per_path.get(path, 0) + 1
         return counted_read(path)  # type: ignore[no-any-return]
 
-    table.io.read_bytes = read_once  # type: ignore[method-assign]
+    table.io.read_bytes = read_once
     timing: dict[str, float] = {}
 
     def run_plan() -> Any:
@@ -204,21 +216,19 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
         return plan
 
     plan, memory = memory_around(run_plan)
-    plan_seconds = timing["plan"]
     plan_reads = counter.snapshot()
     counter.reset()
-    table.io.read_bytes = counted_read  # type: ignore[method-assign]
+    table.io.read_bytes = counted_read
     read_twice = {
         p: n for p, n in per_path.items() if n > 1 and ("/manifest/" in p or "/snapshot/snapshot-" in p)
     }
     files, _ = plan.counts()
-    out: dict[str, Any] = {
+    return plan, {
         "expire": expire,
-        "tag": tag,
         "expired": len(plan.expired_ids),
         "begin": plan.begin,
         "end": plan.end,
-        "plan_seconds": plan_seconds,
+        "plan_seconds": timing["plan"],
         "plan_cpu_seconds": timing["plan_cpu"],
         "plan_memory": memory,
         "manifests_read": plan.manifests_read,
@@ -232,9 +242,16 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
         "kept_by_tags_or_branches": plan.kept_by_tags_or_branches,
         "decisions": plan.decisions,
     }
-    if tag:
-        shutil.rmtree(copy)
-        return out
+
+
+def _execute_and_verify(
+    table: Any, plan: Any, counter: AccessCounter, source: str, copy: str, facts: dict[str, Any], latest: int
+) -> dict[str, Any]:
+    """The real run, timed, and the checks of the table it leaves against the plan and the source."""
+    from airflow_lakeformat.core.paimon.maintenance.expiry import execute_snapshot_expiry
+    from airflow_lakeformat.core.paimon.table import Table
+
+    files, _ = plan.counts()
     t0, c0 = time.perf_counter(), time.process_time()
     result = execute_snapshot_expiry(table, plan, dry_run=False)
     execute_seconds = time.perf_counter() - t0
@@ -242,43 +259,30 @@ def worker_expire(source: str, copy: str, facts_file: str, expire: int, tag: boo
     counter.close()
     report = result.to_json()
     deleted = sum(report["files"].values())
-    out.update(
-        execute_seconds=execute_seconds,
-        execute_cpu_seconds=execute_cpu,
-        deleted=deleted,
-        deleted_by_kind=report["files"],
-        deletes_per_second=deleted / execute_seconds,
-        failed=report["failed"],
-        already_missing=report["alreadyMissing"],
-    )
     assert plan.end is not None
     checks = verify(Table.open(copy), source, facts, plan.end, latest)
     checks["deleted_counts_match_plan"] = report["files"] == files and not report["failed"]
     checks["data_deleted_equals_expected"] = (
         report["files"].get("data-file", 0) == checks["expected_data_files_gone"]
     )
-    out["checks"] = checks
-    shutil.rmtree(copy)
-    return out
+    return {
+        "execute_seconds": execute_seconds,
+        "execute_cpu_seconds": execute_cpu,
+        "deleted": deleted,
+        "deleted_by_kind": report["files"],
+        "deletes_per_second": deleted / execute_seconds,
+        "failed": report["failed"],
+        "already_missing": report["alreadyMissing"],
+        "checks": checks,
+    }
 
 
 # ---- orchestration ---------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="live files per table")
-    parser.add_argument("--expire", default=",".join(map(str, DEFAULT_EXPIRE)), help="snapshots to expire")
-    parser.add_argument("--commits", type=int, default=DEFAULT_COMMITS, help="commits after the bulk load")
-    parser.add_argument("--no-tag", action="store_true", help="skip the plans with a tag")
-    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where generated tables are cached")
-    parser.add_argument("--output", default=None, help="JSON result (default bench/results/expiry*.json)")
-    parser.add_argument("--rebuild", action="store_true", help="regenerate the cached tables")
-    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    parser = _parser()
     args = parser.parse_args(argv)
-
     if args.worker:
         source, copy, facts_file, expire, tag = args.worker
         json.dump(worker_expire(source, copy, facts_file, int(expire), tag == "tag"), sys.stdout)
@@ -316,71 +320,13 @@ def main(argv: list[str] | None = None) -> int:
             "facts_file": table_dir.parent.parent.parent / "history.json",
         }
 
-    runs: list[dict[str, Any]] = []
-    failures: list[str] = []
     scratch = work_dir / "scratch"
     scratch.mkdir(parents=True, exist_ok=True)
     plan_list = [(size, k, False) for size in sizes for k in counts]
     if not args.no_tag:
         plan_list += [(size, counts[-1], True) for size in sizes]
-    for size, k, tag in plan_list:
-        print(f"expire {k:,} of the {size:,}-file table{' with a tag' if tag else ''} ...", file=sys.stderr)
-        info = tables[size]
-        copy = scratch / f"expiry-{size}-{k}-{os.getpid()}"
-        shutil.rmtree(copy, ignore_errors=True)
-        run = run_json(
-            [
-                *me,
-                "--worker",
-                str(info["dir"]),
-                str(copy),
-                str(info["facts_file"]),
-                str(k),
-                "tag" if tag else "-",
-            ]
-        )
-        run["size"] = size
-        runs.append(run)
-        if run["files_read_more_than_once"]:
-            failures.append(f"{size}/{k}: {run['files_read_more_than_once']} files read more than once")
-        if run["expired"] != k:
-            failures.append(f"{size}/{k}: expired {run['expired']} snapshots")
-        for check, value in run.get("checks", {}).items():
-            if value is False:
-                failures.append(f"{size}/{k}: {check}")
-        if run.get("checks", {}).get("retained_data_files_missing") or run.get("checks", {}).get(
-            "retained_metadata_missing"
-        ):
-            failures.append(f"{size}/{k}: a retained snapshot lost files")
-
-    plain = {(r["size"], r["expire"]): r for r in runs if not r["tag"]}
-    scaling: dict[str, Any] = {"manifests_read": {}, "manifest_lists_read": {}, "counted_manifest_reads": {}}
-    for k in counts:
-        for key, get in (
-            ("manifests_read", lambda r: r["manifests_read"]),
-            ("manifest_lists_read", lambda r: r["manifest_lists_read"]),
-            ("counted_manifest_reads", lambda r: r["counted_reads"].get("manifest", 0)),
-        ):
-            scaling[key][str(k)] = {str(size): get(plain[(size, k)]) for size in sizes}
-    same_across_sizes = all(
-        max(v.values()) <= 1.1 * min(v.values()) for v in scaling["counted_manifest_reads"].values()
-    )
-    grows = (
-        all(
-            scaling["counted_manifest_reads"][str(counts[-1])][str(s)]
-            > scaling["counted_manifest_reads"][str(counts[0])][str(s)]
-            for s in sizes
-        )
-        if len(counts) > 1
-        else True
-    )
-    scaling["same_across_table_sizes"] = same_across_sizes
-    scaling["grows_with_expired_count"] = grows
-    if not same_across_sizes:
-        failures.append("manifests read differ across table sizes for the same expired count")
-    if not grows:
-        failures.append("manifests read do not grow with the expired count")
-
+    runs, failures = _run_expiries(me, tables, plan_list, scratch)
+    scaling = _scaling(runs, sizes, counts, failures)
     result = {
         "benchmark": "snapshot expiry",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -410,6 +356,94 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="live files per table")
+    parser.add_argument("--expire", default=",".join(map(str, DEFAULT_EXPIRE)), help="snapshots to expire")
+    parser.add_argument("--commits", type=int, default=DEFAULT_COMMITS, help="commits after the bulk load")
+    parser.add_argument("--no-tag", action="store_true", help="skip the plans with a tag")
+    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR), help="where generated tables are cached")
+    parser.add_argument("--output", default=None, help="JSON result (default bench/results/expiry*.json)")
+    parser.add_argument("--rebuild", action="store_true", help="regenerate the cached tables")
+    parser.add_argument("--worker", nargs=5, help=argparse.SUPPRESS)
+    return parser
+
+
+def _run_expiries(
+    me: list[str], tables: dict[int, dict[str, Any]], plan_list: list[tuple[int, int, bool]], scratch: Path
+) -> tuple[list[dict[str, Any]], list[str]]:
+    """One worker per (table size, snapshots to expire, with a tag); the runs and the checks they failed."""
+    runs: list[dict[str, Any]] = []
+    failures: list[str] = []
+    for size, k, tag in plan_list:
+        print(f"expire {k:,} of the {size:,}-file table{' with a tag' if tag else ''} ...", file=sys.stderr)
+        info = tables[size]
+        copy = scratch / f"expiry-{size}-{k}-{os.getpid()}"
+        shutil.rmtree(copy, ignore_errors=True)
+        run = run_json(
+            [
+                *me,
+                "--worker",
+                str(info["dir"]),
+                str(copy),
+                str(info["facts_file"]),
+                str(k),
+                "tag" if tag else "-",
+            ]
+        )
+        run["size"] = size
+        runs.append(run)
+        if run["files_read_more_than_once"]:
+            failures.append(f"{size}/{k}: {run['files_read_more_than_once']} files read more than once")
+        if run["expired"] != k:
+            failures.append(f"{size}/{k}: expired {run['expired']} snapshots")
+        for check, value in run.get("checks", {}).items():
+            if value is False:
+                failures.append(f"{size}/{k}: {check}")
+        if run.get("checks", {}).get("retained_data_files_missing") or run.get("checks", {}).get(
+            "retained_metadata_missing"
+        ):
+            failures.append(f"{size}/{k}: a retained snapshot lost files")
+    return runs, failures
+
+
+def _scaling(
+    runs: list[dict[str, Any]], sizes: list[int], counts: list[int], failures: list[str]
+) -> dict[str, Any]:
+    """Manifests read by expired count and table size: the same across sizes, growing with the count."""
+    plain = {(r["size"], r["expire"]): r for r in runs if not r["tag"]}
+    scaling: dict[str, Any] = {"manifests_read": {}, "manifest_lists_read": {}, "counted_manifest_reads": {}}
+    for k in counts:
+        for key, get in (
+            ("manifests_read", lambda r: r["manifests_read"]),
+            ("manifest_lists_read", lambda r: r["manifest_lists_read"]),
+            ("counted_manifest_reads", lambda r: r["counted_reads"].get("manifest", 0)),
+        ):
+            scaling[key][str(k)] = {str(size): get(plain[(size, k)]) for size in sizes}
+    same_across_sizes = all(
+        max(v.values()) <= 1.1 * min(v.values()) for v in scaling["counted_manifest_reads"].values()
+    )
+    grows = (
+        all(
+            scaling["counted_manifest_reads"][str(counts[-1])][str(s)]
+            > scaling["counted_manifest_reads"][str(counts[0])][str(s)]
+            for s in sizes
+        )
+        if len(counts) > 1
+        else True
+    )
+    scaling["same_across_table_sizes"] = same_across_sizes
+    scaling["grows_with_expired_count"] = grows
+    if not same_across_sizes:
+        failures.append("manifests read differ across table sizes for the same expired count")
+    if not grows:
+        failures.append("manifests read do not grow with the expired count")
+
+    return scaling
 
 
 def print_summary(result: dict[str, Any]) -> None:

@@ -29,8 +29,6 @@ ALLOWED: dict[str, str] = {
         "Iceberg data compaction is being written (another helper's work in progress)"
     ),
     "bench/bench_dag_parse.py::main": "not split by step yet",
-    "bench/bench_expiry.py::worker_expire": "not split by step yet",
-    "bench/bench_expiry.py::main": "not split by step yet",
     "bench/bench_iceberg_expiry.py::main": "not split by step yet",
     "bench/bench_iceberg_manifest_compaction.py::compare_with_java": "not split by step yet",
     "bench/bench_iceberg_manifest_compaction.py::main": "not split by step yet",
