@@ -52,12 +52,9 @@ import io
 import json
 import os
 import pstats
-import random
 import resource
-import shutil
 import sys
 import time
-import uuid
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -67,14 +64,13 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.support.iceberg_orphan_table import ensure_table, local_path  # noqa: E402
 from bench.support.memory import memory_around  # noqa: E402
 from bench.support.orphan_table import PhaseClock, project, worker_walk  # noqa: E402
-from bench.support.paimon_history import DAY, tree_digest  # noqa: E402
+from bench.support.paimon_history import tree_digest  # noqa: E402
 from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, MiB, machine_facts, run_json  # noqa: E402
 from bench.support.tree_memory import run_json_sampled  # noqa: E402
 
-GENERATOR_VERSION = 1
-PARTITIONS = 50
 GOAL_FILES_PER_SECOND = 200_000
 GOAL_PEAK_RSS_MIB = 500
 SHAPES = {
@@ -95,255 +91,6 @@ MANIFESTS_TASK = "start:reading manifests"
 # ---- build (once, cached) ------------------------------------------------------------------------
 
 
-def _touch(path: str, mtime: float) -> None:
-    try:
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileNotFoundError:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    try:
-        os.utime(fd, (mtime, mtime))
-    finally:
-        os.close(fd)
-
-
-class BlockBatcher:
-    """Makes pyiceberg's manifest writer write Avro blocks of ``size`` entries (as Java's writer does,
-    about 64 KB each) instead of one block per entry (pyiceberg 0.12)."""
-
-    def __init__(self, avro_file: Any, size: int) -> None:
-        self.write = avro_file.write_block
-        self.size = size
-        self.buffer: list[Any] = []
-        avro_file.write_block = self.add
-
-    def add(self, objects: list[Any]) -> None:
-        self.buffer.extend(objects)
-        if len(self.buffer) >= self.size:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.buffer:
-            self.write(self.buffer)
-            self.buffer = []
-
-
-def build_table(
-    table_dir: Path, commits: int, per_file: int, per_commit: int, block_entries: int = 1
-) -> dict[str, Any]:
-    """Create the table and commit ``commits`` fast appends of ``per_file`` empty data files each
-    (``block_entries`` manifest entries per Avro block; 1 is what pyiceberg writes)."""
-    from pyiceberg.manifest import (
-        DataFile,
-        DataFileContent,
-        FileFormat,
-        ManifestEntry,
-        ManifestEntryStatus,
-        write_manifest,
-        write_manifest_list,
-    )
-    from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.schema import Schema
-    from pyiceberg.table.refs import SnapshotRefType
-    from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-    from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
-    from pyiceberg.transforms import IdentityTransform
-    from pyiceberg.typedef import Record
-    from pyiceberg.types import LongType, NestedField, StringType
-
-    from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
-    from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
-    from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
-
-    schema = Schema(
-        NestedField(1, "part", StringType(), required=False), NestedField(2, "id", LongType(), required=False)
-    )
-    spec = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "part"))
-    properties = {"format-version": "2", "write.metadata.previous-versions-max": "100000"}
-    HadoopLayoutCatalog().create_table(
-        str(table_dir), schema=schema, partition_spec=spec, properties=properties
-    )
-    table = open_path_table(str(table_dir))
-    pyt = table.table
-    location = table.metadata.location
-    start = time.time() - 30 * DAY
-    step = 60.0
-    manifests: list[Any] = []  # newest first, as a fast append writes them
-    pending: list[Snapshot] = []
-    parent: int | None = None
-    data_files = 0
-    timings = {"manifests": 0.0, "lists": 0.0, "data_files": 0.0, "commits": 0.0}
-
-    def flush() -> None:
-        nonlocal pending
-        batch, head = pending, pending[-1].snapshot_id
-        expected_parent = batch[0].parent_snapshot_id
-
-        def stage(tx: Any) -> None:
-            updates: list[Any] = []
-            for snap in batch:
-                updates.append(AddSnapshotUpdate(snapshot=snap))
-            updates.append(
-                SetSnapshotRefUpdate(snapshot_id=head, ref_name="main", type=SnapshotRefType.BRANCH)  # type: ignore[call-arg]
-            )
-            tx._apply(tuple(updates), (AssertRefSnapshotId(snapshot_id=expected_parent, ref="main"),))  # type: ignore[call-arg]
-
-        t0 = time.perf_counter()
-        commit_with_retry(table, stage)
-        timings["commits"] += time.perf_counter() - t0
-        pending = []
-
-    for c in range(commits):
-        now = start + c * step
-        snapshot_id = 10_000_000 + c
-        t0 = time.perf_counter()
-        path = f"{location}/metadata/{uuid.uuid4()}-m0.avro"
-        with write_manifest(2, spec, schema, pyt.io.new_output(path), snapshot_id, "deflate") as writer:
-            batcher = BlockBatcher(writer._writer, block_entries) if block_entries > 1 else None
-            for f in range(per_file):
-                part = (c * per_file + f) % PARTITIONS
-                data_file = DataFile.from_args(
-                    content=DataFileContent.DATA,
-                    file_path=f"{location}/data/part={part}/{c:05d}-{f:05d}-{uuid.uuid4()}.parquet",
-                    file_format=FileFormat.PARQUET,
-                    partition=Record(str(part)),
-                    record_count=1,
-                    file_size_in_bytes=0,
-                )
-                data_file.spec_id = 0
-                writer.add(
-                    ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED,
-                        snapshot_id=snapshot_id,
-                        data_file=data_file,
-                    )
-                )
-                t1 = time.perf_counter()
-                _touch(_local(data_file.file_path), now)
-                timings["data_files"] += time.perf_counter() - t1
-            if batcher is not None:
-                batcher.flush()
-        manifests.insert(0, writer.to_manifest_file())
-        t1 = time.perf_counter()
-        timings["manifests"] += t1 - t0
-        list_path = f"{location}/metadata/snap-{snapshot_id}-1-{uuid.uuid4()}.avro"
-        with write_manifest_list(
-            2, pyt.io.new_output(list_path), snapshot_id, parent, c + 1, "deflate"
-        ) as lw:
-            lw.add_manifests(manifests)
-        timings["lists"] += time.perf_counter() - t1
-        data_files += per_file
-        pending.append(
-            Snapshot(  # type: ignore[call-arg]
-                snapshot_id=snapshot_id,
-                parent_snapshot_id=parent,
-                sequence_number=c + 1,
-                timestamp_ms=int(now * 1000),
-                manifest_list=list_path,
-                summary=Summary(Operation.APPEND, **{"added-data-files": str(per_file)}),
-                schema_id=0,
-            )
-        )
-        parent = snapshot_id
-        if len(pending) >= per_commit:
-            flush()
-    if pending:
-        flush()
-    aged = 0
-    with os.scandir(table_dir / "metadata") as entries:
-        for entry in entries:
-            os.utime(entry.path, (start, start))
-            aged += 1
-    return {
-        "commits": commits,
-        "snapshots_per_metadata_commit": per_commit,
-        "manifest_entries_per_avro_block": block_entries,
-        "referenced_data_files": data_files,
-        "manifests": len(manifests),
-        "manifest_list_rows": commits * (commits + 1) // 2,
-        "metadata_files": aged,
-        "build_timings": {k: round(v, 1) for k, v in timings.items()},
-    }
-
-
-def plant(table_dir: Path, count: int, seed: int) -> dict[str, Any]:
-    """Old orphans (``count``), a few fresh orphans and old hidden files; returns their paths."""
-    rng = random.Random(seed)
-    old = time.time() - 10 * DAY
-    root = str(table_dir)
-
-    def uid() -> str:
-        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
-
-    in_metadata = max(3, count // 200)
-    in_new_partition = max(1, count // 200)
-    in_data = count - in_metadata - in_new_partition
-    kinds: dict[str, list[str]] = {
-        "data-file": [
-            f"{root}/data/part={rng.randrange(PARTITIONS)}/{rng.randrange(10**5):05d}-0-{uid()}.parquet"
-            for _ in range(in_data)
-        ]
-        + [f"{root}/data/part=new-{i % 3}/00000-{i}-{uid()}.parquet" for i in range(in_new_partition)],
-        "manifest": [f"{root}/metadata/{uid()}-m{i % 2}.avro" for i in range(in_metadata // 3)],
-        "manifest-list": [
-            f"{root}/metadata/snap-{rng.getrandbits(62)}-1-{uid()}.avro" for _ in range(in_metadata // 3)
-        ],
-    }
-    kinds["metadata-json"] = [
-        f"{root}/metadata/{i:05d}-{uid()}.metadata.json" for i in range(in_metadata - 2 * (in_metadata // 3))
-    ]
-    for paths in kinds.values():
-        for path in paths:
-            _touch(path, old)
-    fresh = [f"{root}/data/part={i}/fresh-{uid()}.parquet" for i in range(10)]
-    fresh += [f"{root}/metadata/{uid()}-m0.avro"]
-    hidden = [f"{root}/data/part={i}/_SUCCESS" for i in range(5)]
-    hidden += [f"{root}/data/part={i}/.{uid()}.parquet.crc" for i in range(5)]
-    hidden += [f"{root}/data/_temporary/0/{uid()}.parquet"]
-    for path in fresh:
-        _touch(path, time.time())
-    for path in hidden:
-        _touch(path, old)
-    return {"old": kinds, "fresh": fresh, "hidden": hidden}
-
-
-def ensure_table(args: argparse.Namespace) -> tuple[Path, Path, dict[str, Any]]:
-    """The cached table of these parameters (built and planted if missing): (root, table dir, facts)."""
-    key = f"iceberg-orphans-{args.shape}-v{GENERATOR_VERSION}-c{args.commits}-f{args.files_per_commit}"
-    key += f"-n{args.files}" if args.files else f"-o{args.orphans}"
-    key += f"-b{args.block_entries}" if args.block_entries > 1 else ""
-    root = Path(args.work_dir).resolve() / key
-    table_dir = root / "warehouse" / "db" / "t"
-    marker = root / "params.json"
-    if marker.exists() and not args.rebuild:
-        print(f"using cached table {table_dir}", file=sys.stderr)
-        return root, table_dir, json.loads(marker.read_text())
-    if root.exists():
-        shutil.rmtree(root)
-    table_dir.parent.mkdir(parents=True)
-    print(f"building {table_dir} ...", file=sys.stderr)
-    t0 = time.perf_counter()
-    facts = build_table(
-        table_dir, args.commits, args.files_per_commit, args.snapshots_per_commit, args.block_entries
-    )
-    built = time.perf_counter() - t0
-    pristine, _ = tree_digest(str(table_dir))
-    orphans = args.orphans if args.orphans is not None else max(100, args.files - pristine)
-    t1 = time.perf_counter()
-    planting = plant(table_dir, orphans, seed=20261124)
-    facts.update(
-        build_seconds=round(built, 1),
-        plant_seconds=round(time.perf_counter() - t1, 1),
-        pristine_files=pristine,
-    )
-    count, digest = tree_digest(str(table_dir))
-    facts.update(files_in_tree=count, tree_digest=digest)
-    (root / "planted.json").write_text(json.dumps(planting))
-    marker.write_text(json.dumps(facts, indent=2))
-    print(f"built in {built:.1f} s: {facts}", file=sys.stderr)
-    return root, table_dir, facts
-
-
 # ---- the measured work (worker processes) --------------------------------------------------------
 
 
@@ -357,10 +104,6 @@ def _current_metadata(table_dir: str) -> dict[str, Any]:
         return json.load(handle)  # type: ignore[no-any-return]
 
 
-def _local(location: str) -> str:
-    return location[len("file:") :] if location.startswith("file:") else location
-
-
 def raw_used_set(table_dir: str) -> dict[str, Any]:
     """The floor of the valid set: metadata JSON, then names-only fastavro over lists and manifests."""
     import fastavro
@@ -368,7 +111,7 @@ def raw_used_set(table_dir: str) -> dict[str, Any]:
     readers: dict[str, Any] = {}
 
     def records(path: str, keep: dict[str, Any]) -> Any:
-        with open(_local(path), "rb") as handle:
+        with open(local_path(path), "rb") as handle:
             data = handle.read()
         writer = fastavro.reader(io.BytesIO(data)).writer_schema
         key = repr(writer)
@@ -568,31 +311,7 @@ def print_summary(result: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    parser.add_argument("--shape", choices=sorted(SHAPES), default="files")
-    parser.add_argument("--commits", type=int, default=None, help="fast appends (snapshots)")
-    parser.add_argument("--files-per-commit", type=int, default=None)
-    parser.add_argument("--files", type=int, default=None, help="files in the tree (files shape)")
-    parser.add_argument("--orphans", type=int, default=None, help="old orphans (snapshots shape)")
-    parser.add_argument(
-        "--snapshots-per-commit", type=int, default=None, help="snapshots per metadata commit"
-    )
-    parser.add_argument(
-        "--block-entries",
-        type=int,
-        default=1,
-        help="manifest entries per Avro block: 1 is what pyiceberg 0.12 writes; Java's writer fills blocks "
-        "of about 64 KB (about 400 of these entries)",
-    )
-    parser.add_argument("--repeat", type=int, default=3, help="timed raw walks (median reported)")
-    parser.add_argument("--profile", action="store_true", help="cProfile one more plan")
-    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR))
-    parser.add_argument("--rebuild", action="store_true")
-    parser.add_argument("--output", default=None)
-    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    args = _parser().parse_args(argv)
     if args.worker:
         kind, *rest = args.worker
         if kind == "walk":
@@ -621,18 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     planted = root / "planted.json"
     planting = json.loads(planted.read_text())
-    me = [sys.executable, str(Path(__file__).resolve())]
-    print("raw walk ...", file=sys.stderr)
-    walk = run_json([*me, "--repeat", str(args.repeat), "--worker", "walk", str(table_dir)])
-    print("raw used set ...", file=sys.stderr)
-    raw_used = run_json([*me, "--worker", "raw-used", str(table_dir)])
-    print("plan ...", file=sys.stderr)
-    worker = [*me, "--worker", "plan", str(table_dir), str(planted)]
-    if args.profile:
-        worker.append(str(output.with_suffix(".prof")))
-    run = run_json(worker)
-    print("plan, memory sampled ...", file=sys.stderr)
-    sampled, tree = run_json_sampled([*me, "--worker", "plan", str(table_dir), str(planted)])
+    walk, raw_used, run, sampled, tree = _run_methods(args, table_dir, planted, output)
     failures = [
         f"{label}{name}"
         for label, checks in (("", run["checks"]), ("memory run: ", sampled["checks"]))
@@ -678,6 +386,53 @@ def main(argv: list[str] | None = None) -> int:
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="files")
+    parser.add_argument("--commits", type=int, default=None, help="fast appends (snapshots)")
+    parser.add_argument("--files-per-commit", type=int, default=None)
+    parser.add_argument("--files", type=int, default=None, help="files in the tree (files shape)")
+    parser.add_argument("--orphans", type=int, default=None, help="old orphans (snapshots shape)")
+    parser.add_argument(
+        "--snapshots-per-commit", type=int, default=None, help="snapshots per metadata commit"
+    )
+    parser.add_argument(
+        "--block-entries",
+        type=int,
+        default=1,
+        help="manifest entries per Avro block: 1 is what pyiceberg 0.12 writes; Java's writer fills blocks "
+        "of about 64 KB (about 400 of these entries)",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="timed raw walks (median reported)")
+    parser.add_argument("--profile", action="store_true", help="cProfile one more plan")
+    parser.add_argument("--work-dir", default=str(DEFAULT_WORK_DIR))
+    parser.add_argument("--rebuild", action="store_true")
+    parser.add_argument("--output", default=None)
+    parser.add_argument("--worker", nargs="+", help=argparse.SUPPRESS)
+    return parser
+
+
+def _run_methods(
+    args: argparse.Namespace, table_dir: Path, planted: Path, output: Path
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """Every method in its own worker: raw walk, raw used set, the plan, and the plan with sampled memory."""
+    me = [sys.executable, str(Path(__file__).resolve())]
+    print("raw walk ...", file=sys.stderr)
+    walk = run_json([*me, "--repeat", str(args.repeat), "--worker", "walk", str(table_dir)])
+    print("raw used set ...", file=sys.stderr)
+    raw_used = run_json([*me, "--worker", "raw-used", str(table_dir)])
+    print("plan ...", file=sys.stderr)
+    worker = [*me, "--worker", "plan", str(table_dir), str(planted)]
+    if args.profile:
+        worker.append(str(output.with_suffix(".prof")))
+    run = run_json(worker)
+    print("plan, memory sampled ...", file=sys.stderr)
+    sampled, tree = run_json_sampled([*me, "--worker", "plan", str(table_dir), str(planted)])
+    return walk, raw_used, run, sampled, tree
 
 
 if __name__ == "__main__":
