@@ -32,7 +32,8 @@ MAX_SUMMARY = 200
 
 
 def result_repr(result: Any) -> str:
-    """The one-line repr of ``result`` (anything with ``summary()``; ``dry_run`` and ``table`` if it has them).
+    """The one-line repr of ``result``: anything with ``summary()``, and ``table`` and ``dry_run`` attributes
+    or a ``to_json()`` document saying them (``table``, ``dryRun``).
 
     Args:
         result: an operation's result.
@@ -41,10 +42,13 @@ def result_repr(result: Any) -> str:
         ``<ClassName [dry run: ]summary>``.
     """
     line = str(result.summary())
-    table = getattr(result, "table", None)
+    table, dry_run = getattr(result, "table", None), getattr(result, "dry_run", None)
+    if not isinstance(table, str) or not isinstance(dry_run, bool):
+        document = result.to_json() if hasattr(result, "to_json") else {}
+        table, dry_run = document.get("table"), bool(document.get("dryRun"))
     if isinstance(table, str) and table and line.startswith(f"{table}: "):
         line = line[len(table) + 2 :]
-    if getattr(result, "dry_run", False) and not line.startswith("dry run"):
+    if dry_run and not line.startswith("dry run"):
         line = f"dry run: {line}"
     if len(line) > MAX_SUMMARY:
         line = line[: MAX_SUMMARY - 1] + "…"
