@@ -27,6 +27,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from pyiceberg.manifest import (
     DataFile,
@@ -135,6 +136,35 @@ def timed_rounds(methods: dict[str, Callable[[], Files]], repeat: int) -> dict[s
     return {label: (best[label], answers[label]) for label in methods}
 
 
+def _time_methods(table: Any, repeat: int) -> dict[str, tuple[float, Files]]:
+    """Each way of listing the live files, timed in rounds: (best seconds, the files it found)."""
+    pyt = table.table
+
+    def ours() -> Files:
+        return Counter((f["path"], f["recordCount"]) for f in files_document(table)["files"])
+
+    def ours_pyiceberg_decoder() -> Files:
+        document = files_document(table, decoder=PyIcebergDecoder())
+        return Counter((f["path"], f["recordCount"]) for f in document["files"])
+
+    def inspect_files() -> Files:
+        arrow = pyt.inspect.files()
+        return Counter(zip(arrow["file_path"].to_pylist(), arrow["record_count"].to_pylist(), strict=True))
+
+    def plan_files() -> Files:
+        return Counter((t.file.file_path, t.file.record_count) for t in pyt.scan().plan_files())
+
+    return timed_rounds(
+        {
+            "ours: files_document (fastavro, projected)": ours,
+            "ours with pyiceberg's manifest decoder": ours_pyiceberg_decoder,
+            "pyiceberg inspect.files()": inspect_files,
+            "pyiceberg scan().plan_files()": plan_files,
+        },
+        repeat,
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -154,35 +184,9 @@ def main() -> int:
             f"built {args.manifests} manifests x {args.files_per_manifest} files x {args.columns} columns in {built:.1f} s"
         )
         table = open_path_table(str(root))
-        pyt = table.table
         location = table.metadata.location
-
-        def ours() -> Files:
-            return Counter((f["path"], f["recordCount"]) for f in files_document(table)["files"])
-
-        def ours_pyiceberg_decoder() -> Files:
-            document = files_document(table, decoder=PyIcebergDecoder())
-            return Counter((f["path"], f["recordCount"]) for f in document["files"])
-
-        def inspect_files() -> Files:
-            arrow = pyt.inspect.files()
-            return Counter(
-                zip(arrow["file_path"].to_pylist(), arrow["record_count"].to_pylist(), strict=True)
-            )
-
-        def plan_files() -> Files:
-            return Counter((t.file.file_path, t.file.record_count) for t in pyt.scan().plan_files())
-
         load_before = os.getloadavg()
-        timings = timed_rounds(
-            {
-                "ours: files_document (fastavro, projected)": ours,
-                "ours with pyiceberg's manifest decoder": ours_pyiceberg_decoder,
-                "pyiceberg inspect.files()": inspect_files,
-                "pyiceberg scan().plan_files()": plan_files,
-            },
-            args.repeat,
-        )
+        timings = _time_methods(table, args.repeat)
         (t_ours, r_ours), (t_dec, r_dec), (t_inspect, r_inspect), (t_plan, r_plan) = timings.values()
     expected = args.manifests * args.files_per_manifest
     written = Counter(

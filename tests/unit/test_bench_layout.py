@@ -33,7 +33,6 @@ ALLOWED: dict[str, str] = {
     "bench/bench_iceberg_manifest_compaction.py::compare_with_java": "not split by step yet",
     "bench/bench_iceberg_manifest_compaction.py::main": "not split by step yet",
     "bench/bench_iceberg_orphans.py::main": "not split by step yet",
-    "bench/bench_iceberg_planning.py::main": "not split by step yet",
     "bench/bench_spark_orphans.py::main": "not split by step yet",
 }
 
