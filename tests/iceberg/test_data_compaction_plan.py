@@ -479,3 +479,32 @@ def test_compact_data_removes_everything_it_wrote_when_no_group_can_commit(tmp_p
     with pytest.raises(CommitConflictError, match="every group conflicts"):
         compact_data(table, {"min-input-files": "2"})
     assert _data_files_on_disk(table) == before
+
+
+def test_remove_dangling_deletes_drops_the_deletes_the_rewrite_applied_in_the_same_commit(tmp_path) -> None:
+    table, _ = _small_files_with_deletes(tmp_path)
+    result = compact_data(table, {"min-input-files": "2", "remove-dangling-deletes": "true"})
+    assert result.delete_files_removed == 2 and result.to_json()["deleteFilesRemoved"] == 2
+    table.refresh()
+    head = table.snapshot(ref="main")
+    assert [f for f in live_files(table, head) if f.content != 0] == []
+    assert head.summary["removed-delete-files"] == "2"
+    assert head.summary["removed-position-deletes"] == "1" and head.summary["removed-equality-deletes"] == "1"
+    # the rows: the new file and b's file, nothing deleted twice or brought back
+    rows = sorted(
+        i
+        for f in live_files(table, head)
+        if f.content == 0
+        for i in pq.read_table(local_path(f.path)).column("id").to_pylist()
+    )
+    assert len(rows) == 9 and 7 not in rows and 100 in rows
+
+
+def test_a_delete_still_needed_by_an_untouched_file_is_not_dangling(tmp_path) -> None:
+    table, _ = _small_files_with_deletes(tmp_path)
+    # rewrite only four of the five files of partition a: the fifth still needs both deletes
+    result = compact_data(
+        table, {"min-input-files": "2", "max-files-to-rewrite": "4", "remove-dangling-deletes": "true"}
+    )
+    assert result.groups_committed == 1 and result.files_rewritten == 4
+    assert result.delete_files_removed == 0

@@ -401,6 +401,7 @@ class Oracle:
         """Close the Iceberg catalogs the session instantiated (the JDBC catalog holds a SQLite connection,
         to a file a test may since have replaced). CatalogManager keeps them in a private map."""
         from py4j.java_gateway import is_instance_of
+        from py4j.protocol import Py4JError
 
         manager = self.spark._jsparkSession.sessionState().catalogManager()
         fields = [f for f in manager.getClass().getDeclaredFields() if str(f.getName()).endswith("catalogs")]
@@ -411,7 +412,10 @@ class Oracle:
         gateway = self.spark.sparkContext._gateway
         for plugin in list(plugins.asJava().values()):
             if str(plugin.getClass().getName()).startswith("org.apache.iceberg.spark."):
-                plugin = plugin.icebergCatalog()
+                try:
+                    plugin = plugin.icebergCatalog()
+                except Py4JError:  # an Iceberg plugin that wraps no catalog of its own (after a CALL)
+                    continue
             if is_instance_of(gateway, plugin, "java.io.Closeable"):
                 plugin.close()
 

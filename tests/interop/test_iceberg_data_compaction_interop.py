@@ -76,3 +76,29 @@ def test_a_group_of_an_older_spec_is_refused_and_the_table_left_as_it_was(
     with pytest.raises(UnsupportedFormatError, match="older partition spec"):
         compact_data(table, {"rewrite-all": "true"})
     assert w.listing() == before
+
+
+@pytest.mark.parametrize("name", ["v2_mor", "many_commits"])
+def test_we_leave_no_more_data_or_delete_files_than_javas_rewrite_data_files(
+    fresh_java_iceberg_warehouse: JavaIcebergWarehouse, name: str
+) -> None:
+    """Same table, same options (restored at the same path in between): ours, then Java's procedure."""
+    w = fresh_java_iceberg_warehouse
+    identifier = w.tables[name]["identifier"]
+    options = {"min-input-files": "2", "remove-dangling-deletes": "true"}
+    ours = compact_data(_open(w, name), options)
+    assert ours.snapshot_id is not None, ours.summary()
+    our_files, our_rows = w.batch(
+        [["files", "--table", identifier, "--source", "java"], ["rows", "--table", identifier]]
+    )
+    w.restore()
+    java_result = w.call("rewrite_data_files", identifier, options={"map": options})
+    java_files, java_rows = w.batch(
+        [["files", "--table", identifier, "--source", "java"], ["rows", "--table", identifier]]
+    )
+    assert our_rows == java_rows == w.baseline[name]["rows"]
+    ours_data, java_data = _data_files(our_files), _data_files(java_files)
+    assert len(ours_data) <= len(java_data), (len(ours_data), len(java_data), java_result)
+    ours_deletes = [f for f in our_files if f["content"] != 0]
+    java_deletes = [f for f in java_files if f["content"] != 0]
+    assert len(ours_deletes) <= len(java_deletes), (ours.to_json(), java_result)

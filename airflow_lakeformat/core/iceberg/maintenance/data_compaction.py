@@ -184,6 +184,7 @@ class IcebergDataCompactionResult:
     bytes_added: int = 0
     rows_purged: int = 0
     groups_committed: int = 0
+    delete_files_removed: int = 0
     conflicts: tuple[str, ...] = ()
     duration_seconds: float = 0.0
 
@@ -203,6 +204,7 @@ class IcebergDataCompactionResult:
                 "filesAdded": self.files_added,
                 "bytesAdded": self.bytes_added,
                 "rowsPurged": self.rows_purged,
+                "deleteFilesRemoved": self.delete_files_removed,
                 "conflicts": list(self.conflicts),
                 "durationSeconds": round(self.duration_seconds, 3),
             }
@@ -275,6 +277,7 @@ def compact_data(
             starting_sequence_number=plan.sequence_number,
             groups=[([files[c.path] for c in r.group.files], r.outputs) for r in rewritten],
             use_starting_sequence_number=plan.options.use_starting_sequence_number,
+            remove_dangling_deletes=plan.options.remove_dangling_deletes,
             snapshot_properties=dict(snapshot_properties or {}),
         )
 
@@ -302,6 +305,7 @@ def compact_data(
         bytes_added=sum(f.file_size_in_bytes for r in kept for f in r.outputs),
         rows_purged=sum(r.rows_deleted for r in kept),
         groups_committed=len(kept),
+        delete_files_removed=len(staged.deletes_removed),
         conflicts=tuple(staged.conflicts[n] for n in sorted(staged.conflicts)),
         duration_seconds=time.monotonic() - started,
     )

@@ -37,6 +37,8 @@ from pyiceberg.manifest import (
     ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
+    ManifestWriter,
+    ManifestWriterV2,
     write_manifest,
     write_manifest_list,
 )
@@ -51,8 +53,11 @@ from pyiceberg.table.snapshots import (
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 
 from airflow_lakeformat.core.errors import CommitConflictError
-from airflow_lakeformat.core.iceberg.maintenance.data_compaction_deletes import DeleteIndex
-from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import snapshot_delete_entries
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_deletes import DeleteIndex, dangling_deletes
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import (
+    data_files_by_path,
+    snapshot_delete_entries,
+)
 from airflow_lakeformat.core.iceberg.metadata.entries import CONTENT_DATA
 from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
@@ -76,6 +81,7 @@ class RewriteCommit:
     starting_sequence_number: int
     groups: Sequence[tuple[Sequence[DataFile], Sequence[DataFile]]]
     use_starting_sequence_number: bool = True
+    remove_dangling_deletes: bool = False
     snapshot_properties: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -86,6 +92,7 @@ class StagedRewrite:
     snapshot_id: int | None = None
     committed_groups: list[int] = field(default_factory=list)
     conflicts: dict[int, str] = field(default_factory=dict)
+    deletes_removed: list[str] = field(default_factory=list)
     manifests_written: list[str] = field(default_factory=list)
 
 
@@ -140,6 +147,58 @@ def find_conflicts(
     return conflicts
 
 
+class _DeleteManifestWriter(ManifestWriterV2):
+    """pyiceberg 0.12 writes data manifests only; a delete manifest differs in its ``content``."""
+
+    def content(self) -> ManifestContent:
+        return ManifestContent.DELETES
+
+    @property
+    def _meta(self) -> dict[str, str]:
+        return {**super()._meta, "content": "deletes"}
+
+
+def dangling_after(
+    table: IcebergTable,
+    head: Snapshot,
+    commit: RewriteCommit,
+    removed: Mapping[str, DataFile],
+    added: Sequence[DataFile],
+) -> list[str]:
+    """Delete files of ``head`` that no live data file takes once ``removed`` are replaced by ``added``.
+
+    Delete files in a manifest holding any entry with ``referenced_data_file`` set are kept: pyiceberg 0.12's v2
+    read schema lacks that field, so rewriting such a manifest would drop it from the other entries.
+    """
+    files = live_files(table, head)
+    index = DeleteIndex(snapshot_delete_entries(table, head, files))
+    start_seq = (
+        commit.starting_sequence_number
+        if commit.use_starting_sequence_number
+        else (head.sequence_number or 0) + 1  # at most the commit's: errs towards keeping deletes
+    )
+    after = [
+        (f.path, f.spec_id, f.partition, f.data_sequence_number or 0)
+        for f in files
+        if f.content == CONTENT_DATA and f.path not in removed
+    ]
+    after += [
+        (d.file_path, d.spec_id, tuple(d.partition[i] for i in range(len(d.partition))), start_seq or 0)
+        for d in added
+    ]
+    unsafe = {f.manifest_path for f in files if f.referenced_data_file is not None}
+    keep = {f.path for f in files if f.manifest_path in unsafe}
+    return [path for path in dangling_deletes(index, after) if path not in keep]
+
+
+def _delete_data_files(table: IcebergTable, head: Snapshot, paths: Sequence[str]) -> list[DataFile]:
+    """The ``DataFile`` records of the dangling delete files (for the snapshot summary's removed counts)."""
+    if not paths:
+        return []
+    found = data_files_by_path(table, head, paths)
+    return [found[p] for p in paths]
+
+
 def _summary(
     metadata: TableMetadata,
     head: Snapshot,
@@ -161,55 +220,71 @@ def _summary(
     return Summary(Operation.REPLACE, **with_totals.additional_properties)
 
 
+def _manifest_writer(
+    metadata: TableMetadata, manifest: ManifestFile, output: Any, snapshot_id: int, codec: Any
+) -> ManifestWriter:
+    spec = metadata.specs()[manifest.partition_spec_id]
+    schema = writer_schema(spec, metadata)
+    if manifest.content == ManifestContent.DELETES:
+        return _DeleteManifestWriter(spec, schema, output, snapshot_id, codec)
+    return write_manifest(
+        cast("TableVersion", int(metadata.format_version)), spec, schema, output, snapshot_id, codec
+    )
+
+
 def _write_manifests(
     table: IcebergTable,
     metadata: TableMetadata,
     head: Snapshot,
     snapshot_id: int,
     commit: RewriteCommit,
-    removed: Mapping[str, DataFile],
+    removed: set[str],
     added: Sequence[DataFile],
     store: ManifestStore,
 ) -> list[ManifestFile]:
-    """Step 2: the new manifest list's manifests (new, rewritten, untouched data, then delete manifests)."""
-    version: Any = int(metadata.format_version)
+    """Step 2: the new manifest list's manifests (new, rewritten, untouched data, then delete manifests).
+
+    ``removed`` holds the replaced data files and the dangling delete files: every manifest holding one is
+    rewritten with it as DELETED and the rest as EXISTING.
+    """
     codec: Any = metadata.properties.get("write.avro.compression-codec", "gzip")
     manifests = read_manifests(table, head)
     holders = {f.manifest_path for f in live_files(table, head) if f.path in removed}
-    spec = metadata.spec()
-    location = store.manifest_location()
-    store.written.append(location)
-    with write_manifest(
-        version, spec, writer_schema(spec, metadata), table.table.io.new_output(location), snapshot_id, codec
-    ) as writer:
-        for data_file in added:
-            sequence = commit.starting_sequence_number if commit.use_starting_sequence_number else None
-            writer.add(
-                ManifestEntry.from_args(
+    result: list[ManifestFile] = []
+    if added:
+        spec = metadata.spec()
+        location = store.manifest_location()
+        store.written.append(location)
+        output = table.table.io.new_output(location)
+        version = cast("TableVersion", int(metadata.format_version))
+        sequence = commit.starting_sequence_number if commit.use_starting_sequence_number else None
+        with write_manifest(
+            version, spec, writer_schema(spec, metadata), output, snapshot_id, codec
+        ) as writer:
+            for data_file in added:
+                entry = ManifestEntry.from_args(
                     status=ManifestEntryStatus.ADDED,
                     snapshot_id=snapshot_id,
                     sequence_number=sequence,
                     data_file=data_file,
                 )
-            )
-    result: list[ManifestFile] = [writer.to_manifest_file()] if added else []
-    rewritten = [m for m in manifests if m.manifest_path in holders]
-    for manifest, entries in read_entries(table, rewritten, f"snapshot {head.snapshot_id}"):
-        manifest_spec = metadata.specs()[manifest.partition_spec_id]
+                writer.add(entry)
+        result.append(writer.to_manifest_file())
+    rewritten: dict[str, ManifestFile] = {}
+    to_rewrite = [m for m in manifests if m.manifest_path in holders]
+    for manifest, entries in read_entries(table, to_rewrite, f"snapshot {head.snapshot_id}"):
         location = store.manifest_location()
         store.written.append(location)
         output = table.table.io.new_output(location)
-        with write_manifest(
-            version, manifest_spec, writer_schema(manifest_spec, metadata), output, snapshot_id, codec
-        ) as writer:
+        with _manifest_writer(metadata, manifest, output, snapshot_id, codec) as rewriter:
             for entry in entries:
                 if entry.data_file.file_path in removed:
-                    writer.delete(entry)
+                    rewriter.delete(entry)
                 else:
-                    writer.existing(entry)
-        result.append(writer.to_manifest_file())
-    result += [m for m in manifests if m.manifest_path not in holders and m.content == ManifestContent.DATA]
-    result += [m for m in manifests if m.content == ManifestContent.DELETES]
+                    rewriter.existing(entry)
+        rewritten[manifest.manifest_path] = rewriter.to_manifest_file()
+    for content in (ManifestContent.DATA, ManifestContent.DELETES):
+        result += [rewritten.get(m.manifest_path, m) for m in manifests if m.content == content]
     return result
 
 
@@ -240,10 +315,14 @@ def stage_rewrite(
         )
     removed = {f.file_path: f for n in staged.committed_groups for f in commit.groups[n][0]}
     added = [f for n in staged.committed_groups for f in commit.groups[n][1]]
+    staged.deletes_removed = (
+        dangling_after(table, head, commit, removed, added) if commit.remove_dangling_deletes else []
+    )
     snapshot_id = metadata.new_snapshot_id()
     store = ManifestStore(table, metadata, dry_run=False)
     try:
-        manifests = _write_manifests(table, metadata, head, snapshot_id, commit, removed, added, store)
+        gone = set(removed) | set(staged.deletes_removed)
+        manifests = _write_manifests(table, metadata, head, snapshot_id, commit, gone, added, store)
         sequence_number = metadata.next_sequence_number()
         list_location = store.manifest_list_location(snapshot_id, 0)
         store.written.append(list_location)
@@ -259,7 +338,8 @@ def stage_rewrite(
     finally:
         staged.manifests_written = list(store.written)
     ref = metadata.refs[MAIN_BRANCH]
-    summary = _summary(metadata, head, list(removed.values()), added, commit.snapshot_properties)
+    dropped = list(removed.values()) + _delete_data_files(table, head, staged.deletes_removed)
+    summary = _summary(metadata, head, dropped, added, commit.snapshot_properties)
     snapshot = Snapshot.model_validate(
         {
             "snapshot-id": snapshot_id,
