@@ -394,12 +394,12 @@ def test_a_group_over_the_split_size_rolls_into_several_files_every_row_in_exact
 # --- the replace commit ------------------------------------------------------------------------------------
 
 from airflow_lakeformat.core.errors import CommitConflictError  # noqa: E402
-from airflow_lakeformat.core.iceberg.maintenance.data_compaction import compact_data  # noqa: E402
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (  # noqa: E402
     RewriteCommit,
     StagedRewrite,
     stage_rewrite,
 )
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data  # noqa: E402
 from airflow_lakeformat.core.iceberg.metadata.live_files import live_files  # noqa: E402
 from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry  # noqa: E402
 
@@ -508,3 +508,60 @@ def test_a_delete_still_needed_by_an_untouched_file_is_not_dangling(tmp_path) ->
     )
     assert result.groups_committed == 1 and result.files_rewritten == 4
     assert result.delete_files_removed == 0
+
+
+def _two_partitions(tmp_path):
+    table = create_table("hadoop", 2, tmp_path)
+    day = datetime.date(2024, 1, 1)
+    for n in range(3):
+        write.append(table, rows([n], "a", day))
+        write.append(table, rows([10 + n], "b", day))
+    return table
+
+
+def test_partial_progress_commits_batches_at_the_same_starting_sequence_number(tmp_path) -> None:
+    table = _two_partitions(tmp_path)
+    start = table.snapshot(ref="main")
+    options = {
+        "min-input-files": "2",
+        "partial-progress.enabled": "true",
+        "partial-progress.max-commits": "5",
+    }
+    result = compact_data(table, options)
+    assert len(result.snapshot_ids) == 2 and result.groups_committed == 2 and result.files_rewritten == 6
+    table.refresh()
+    first, second = (table.snapshot(s) for s in result.snapshot_ids)
+    assert first.parent_snapshot_id == start.snapshot_id and second.parent_snapshot_id == first.snapshot_id
+    new = [f for f in live_files(table, second) if f.snapshot_id in result.snapshot_ids]
+    assert len(new) == 2 and {f.data_sequence_number for f in new} == {start.sequence_number}
+
+
+def test_with_partial_progress_a_failed_batch_is_reported_and_the_next_one_commits(
+    tmp_path, monkeypatch
+) -> None:
+    table = _two_partitions(tmp_path)
+    before = _data_files_on_disk(table)
+    from airflow_lakeformat.core.iceberg.maintenance import data_compaction_commit
+
+    real = data_compaction_commit.find_conflicts
+    calls = []
+
+    def first_batch_conflicts(table, metadata, head, commit):
+        calls.append(1)
+        if len(calls) == 1:
+            return {0: "simulated concurrent rewrite"}
+        return real(table, metadata, head, commit)
+
+    monkeypatch.setattr(data_compaction_commit, "find_conflicts", first_batch_conflicts)
+    options = {"min-input-files": "2", "partial-progress.enabled": "true"}
+    result = compact_data(table, options)
+    assert len(result.failed_commits) == 1 and "every group conflicts" in result.failed_commits[0]
+    assert len(result.snapshot_ids) == 1 and result.groups_committed == 1
+    # the failed batch's new file is gone; the committed one replaced three files
+    after = _data_files_on_disk(table)
+    assert len(after - before) == 1 and before - after == set()
+    # without partial progress both groups share one commit: the conflicting one is skipped, the other lands
+    calls.clear()
+    single = compact_data(_two_partitions(tmp_path / "again"), {"min-input-files": "2"})
+    assert len(single.snapshot_ids) == 1 and single.groups_committed == 1
+    assert single.conflicts == ("simulated concurrent rewrite",) and not single.failed_commits

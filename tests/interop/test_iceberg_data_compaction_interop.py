@@ -15,7 +15,7 @@ import pytest
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
-from airflow_lakeformat.core.iceberg.maintenance.data_compaction import compact_data
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from tests.support.java_iceberg import JDBC_CATALOG, JavaIcebergWarehouse
 

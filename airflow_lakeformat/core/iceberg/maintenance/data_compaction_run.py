@@ -1,0 +1,270 @@
+"""Running an Iceberg data compaction: rewrite the planned groups and commit them, in one or several commits.
+
+Follows Java's ``RewriteDataFilesSparkAction.execute`` (1.10.2):
+
+1. plan (``data_compaction.plan_data_compaction``; a dry run stops here);
+2. cut the groups into commits: one commit, or with ``partial-progress.enabled`` batches of
+   ``ceil(groups / partial-progress.max-commits)`` groups, each its own ``replace`` snapshot with the same starting
+   snapshot and data sequence number (Java's ``BaseCommitService``);
+3. per batch: rewrite its groups (``data_compaction_rewrite``), then commit through the one retry loop
+   (``data_compaction_commit``: validated against every commit since the start; conflicting groups are skipped
+   and reported, their files discarded).
+
+Files written for a commit that did not land are removed at once; after ``CommitStateUnknownError`` they are kept
+(the commit may have landed) and the run stops. Without partial progress a failed commit fails the run (nothing
+committed); with it, a failed batch is reported and the next one goes on, as in Java.
+
+Example:
+    >>> compact_data(table, {"min-input-files": "2", "partial-progress.enabled": "true"}).summary()  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from airflow_lakeformat.core.errors import (
+    CommitConflictError,
+    CommitRetriesExhaustedError,
+    CommitStateUnknownError,
+)
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction import (
+    IcebergDataCompactionPlan,
+    plan_data_compaction,
+)
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (
+    RewriteCommit,
+    StagedRewrite,
+    stage_rewrite,
+)
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import FileGroup
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import RewrittenFiles, rewrite_group
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path
+from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
+from airflow_lakeformat.core.maintenance.results import human_bytes
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Transaction
+
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class IcebergDataCompactionResult:
+    """The outcome of :func:`compact_data`; ``to_json`` is the operation's document."""
+
+    plan: IcebergDataCompactionPlan
+    dry_run: bool
+    snapshot_ids: tuple[int, ...] = ()
+    groups_committed: int = 0
+    files_rewritten: int = 0
+    files_added: int = 0
+    bytes_added: int = 0
+    rows_purged: int = 0
+    delete_files_removed: int = 0
+    conflicts: tuple[str, ...] = ()
+    failed_commits: tuple[str, ...] = ()
+    duration_seconds: float = 0.0
+
+    @property
+    def snapshot_id(self) -> int | None:
+        """The last snapshot committed (None in a dry run or when nothing was committed)."""
+        return self.snapshot_ids[-1] if self.snapshot_ids else None
+
+    def to_json(self) -> dict[str, Any]:
+        document = self.plan.to_json()
+        document.update(
+            {
+                "dryRun": self.dry_run,
+                "snapshotBefore": self.plan.snapshot_id,
+                "snapshotId": self.snapshot_id,
+                "snapshotIds": list(self.snapshot_ids),
+                "groupsCommitted": self.groups_committed,
+                "filesRewritten": self.files_rewritten,
+                "filesAdded": self.files_added,
+                "bytesAdded": self.bytes_added,
+                "rowsPurged": self.rows_purged,
+                "deleteFilesRemoved": self.delete_files_removed,
+                "conflicts": list(self.conflicts),
+                "failedCommits": list(self.failed_commits),
+                "durationSeconds": round(self.duration_seconds, 3),
+            }
+        )
+        return document
+
+    def summary(self) -> str:
+        if self.dry_run or not self.snapshot_ids:
+            return self.plan.summary()
+        commits = len(self.snapshot_ids)
+        line = (
+            f"{self.plan.table}: data compaction rewrote {self.files_rewritten} files in {self.groups_committed} of "
+            f"{len(self.plan.groups)} groups into {self.files_added} files ({human_bytes(self.bytes_added)}), "
+            f"{self.rows_purged} deleted rows purged, {self.delete_files_removed} delete files removed; "
+            f"{commits} commit{'s' if commits != 1 else ''}, last snapshot {self.snapshot_id}"
+        )
+        if self.conflicts:
+            line += f"; {len(self.conflicts)} groups skipped (concurrent deletes or rewrites)"
+        if self.failed_commits:
+            line += f"; {len(self.failed_commits)} commits failed"
+        return line
+
+    def __repr__(self) -> str:
+        return f"<IcebergDataCompactionResult {self.summary()}>"
+
+
+@dataclass
+class _Totals:
+    snapshot_ids: list[int]
+    groups: int = 0
+    files_rewritten: int = 0
+    files_added: int = 0
+    bytes_added: int = 0
+    rows_purged: int = 0
+    deletes_removed: int = 0
+
+    def add(self, staged: StagedRewrite, kept: Sequence[RewrittenFiles]) -> None:
+        if staged.snapshot_id is not None:
+            self.snapshot_ids.append(staged.snapshot_id)
+        self.groups += len(kept)
+        self.files_rewritten += sum(len(r.group.files) for r in kept)
+        self.files_added += sum(len(r.outputs) for r in kept)
+        self.bytes_added += sum(f.file_size_in_bytes for r in kept for f in r.outputs)
+        self.rows_purged += sum(r.rows_deleted for r in kept)
+        self.deletes_removed += len(staged.deletes_removed)
+
+
+def batches(groups: Sequence[FileGroup], options: CompactionOptions) -> list[list[FileGroup]]:
+    """Step 2: all groups in one commit, or Java's ``ceil(groups / max-commits)`` groups per commit."""
+    if not options.partial_progress_enabled or not groups:
+        return [list(groups)]
+    size = math.ceil(len(groups) / options.partial_progress_max_commits)
+    return [list(groups[i : i + size]) for i in range(0, len(groups), size)]
+
+
+def _commit_batch(
+    table: IcebergTable,
+    plan: IcebergDataCompactionPlan,
+    groups: Sequence[FileGroup],
+    files: Mapping[str, DataFile],
+    snapshot_properties: Mapping[str, str],
+    policy: RetryPolicy | None,
+) -> tuple[StagedRewrite, list[RewrittenFiles]]:
+    """Step 3 for one batch: rewrite, commit; files of what did not land removed, unless the outcome is unknown."""
+    written: list[str] = []
+    staged = StagedRewrite()
+    rewritten: list[RewrittenFiles] = []
+    try:
+        for group in groups:
+            outcome = rewrite_group(table, group, files)
+            written += outcome.locations
+            rewritten.append(outcome)
+        commit = RewriteCommit(
+            starting_snapshot_id=plan.snapshot_id or 0,
+            starting_sequence_number=plan.sequence_number,
+            groups=[([files[c.path] for c in r.group.files], r.outputs) for r in rewritten],
+            use_starting_sequence_number=plan.options.use_starting_sequence_number,
+            remove_dangling_deletes=plan.options.remove_dangling_deletes,
+            snapshot_properties=snapshot_properties,
+        )
+
+        def stage(tx: Transaction) -> StagedRewrite:
+            _discard(table, staged.manifests_written, "a concurrent commit won; validating on the new head")
+            return stage_rewrite(tx, table, commit, staged)
+
+        commit_with_retry(table, stage, description="data compaction", policy=policy)
+    except CommitStateUnknownError:
+        log.warning("%s: data compaction outcome unknown; keeping %d written files", table.name, len(written))
+        raise
+    except BaseException:
+        _discard(table, written + staged.manifests_written, "the compaction was not committed")
+        raise
+    skipped = [loc for n, r in enumerate(rewritten) if n in staged.conflicts for loc in r.locations]
+    _discard(table, skipped, "its group conflicted and was not committed")
+    return staged, [r for n, r in enumerate(rewritten) if n not in staged.conflicts]
+
+
+def compact_data(
+    table: IcebergTable,
+    options: Mapping[str, str] | CompactionOptions | None = None,
+    *,
+    dry_run: bool = False,
+    snapshot_properties: Mapping[str, str] | None = None,
+    policy: RetryPolicy | None = None,
+) -> IcebergDataCompactionResult:
+    """Rewrite the planned groups of ``main``'s head and commit ``replace`` snapshots.
+
+    Args:
+        table: a writable table (format v1 or v2).
+        options: Java's ``rewrite_data_files`` options by name (``{"min-input-files": "2"}``; see
+            ``data_compaction_options``), or :class:`CompactionOptions`.
+        dry_run: plan and report only; read, write and commit nothing.
+        snapshot_properties: extra summary properties of each ``replace`` snapshot (e.g. the commit user).
+        policy: the commit retry policy (default: the table's ``commit.retry.*``).
+
+    Returns:
+        The result; groups that conflict with a concurrent commit are skipped and named in ``conflicts``.
+
+    Raises:
+        CommitConflictError, CommitRetriesExhaustedError: without partial progress, the commit did not land (every
+            group conflicts, or the starting snapshot left main's history); the written files are removed.
+        CommitStateUnknownError: a commit may have landed; its files are kept and the run stops.
+    """
+    started = time.monotonic()
+    plan = plan_data_compaction(table, options)
+    if dry_run or not plan.groups:
+        return IcebergDataCompactionResult(plan, dry_run=dry_run, duration_seconds=time.monotonic() - started)
+    table.check_writable()
+    head = table.snapshot(plan.snapshot_id)
+    assert head is not None
+    needed = [c.path for g in plan.groups for c in g.files] + [p for g in plan.groups for p in g.delete_files]
+    files = data_files_by_path(table, head, needed)
+    totals = _Totals([])
+    conflicts: list[str] = []
+    failed: list[str] = []
+    properties = dict(snapshot_properties or {})
+    partial = plan.options.partial_progress_enabled
+    for batch in batches(plan.groups, plan.options):
+        try:
+            staged, kept = _commit_batch(table, plan, batch, files, properties, policy)
+        except (CommitConflictError, CommitRetriesExhaustedError) as exc:
+            if not partial:
+                raise
+            log.warning("%s: a partial-progress commit failed: %s", table.name, exc)
+            failed.append(str(exc))
+            continue
+        totals.add(staged, kept)
+        conflicts += [staged.conflicts[n] for n in sorted(staged.conflicts)]
+    return IcebergDataCompactionResult(
+        plan,
+        dry_run=False,
+        snapshot_ids=tuple(totals.snapshot_ids),
+        groups_committed=totals.groups,
+        files_rewritten=totals.files_rewritten,
+        files_added=totals.files_added,
+        bytes_added=totals.bytes_added,
+        rows_purged=totals.rows_purged,
+        delete_files_removed=totals.deletes_removed,
+        conflicts=tuple(conflicts),
+        failed_commits=tuple(failed),
+        duration_seconds=time.monotonic() - started,
+    )
+
+
+def _discard(table: IcebergTable, locations: list[str], why: str) -> None:
+    """Remove files this run wrote that no snapshot references (only when their commit definitely did not land)."""
+    if not locations:
+        return
+    from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
+
+    log.info("%s: discarding %d unpublished files (%s)", table.name, len(locations), why)
+    fs = table.io.fs
+    discard_unpublished(table.io, [str(fs._strip_protocol(p)) for p in locations], kind="unpublished")
+    locations.clear()
