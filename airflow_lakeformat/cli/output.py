@@ -72,10 +72,45 @@ def finish(json_output: bool, document: dict[str, Any], summary: str, out: TextI
         summary: the one line saying what happened (usually ``result.summary()``).
         out: stdout.
     """
+    document = command_document(document)
     if json_output:
         emit_json(document, out)
         return
     print_outcome(document, summary, out)
+
+
+LEAD_KEYS = ("operation", "format", "table", "dryRun")
+
+
+def command_document(document: dict[str, Any]) -> dict[str, Any]:
+    """One shape for a changing command's document, whichever format made it.
+
+    ``operation``, ``format``, ``table``, ``dryRun`` come first. For the deleting operations ``bytesFreed``
+    is what was freed (0 in a dry run, on both formats: Paimon's results put the would-free total there)
+    and ``bytesToFree`` what ``--apply`` would free (0 after a real run); the per-kind ``bytes`` are the
+    kinds' sizes either way. Keys are camelCase (``javaCounts``' columns were Java's snake_case names).
+
+    Example:
+        >>> command_document({"bytes": {"data-file": 5}, "dryRun": True, "bytesFreed": 5,
+        ...                   "operation": "expire-snapshots", "format": "paimon", "table": "/t"})
+        {'operation': 'expire-snapshots', 'format': 'paimon', 'table': '/t', 'dryRun': True, 'bytes': {'data-file': 5}, 'bytesFreed': 0, 'bytesToFree': 5}
+    """
+    lead = {key: document[key] for key in LEAD_KEYS if key in document}
+    shaped = {**lead, **{k: v for k, v in document.items() if k not in lead}}
+    if shaped.get("operation") in DELETING_OPERATIONS:
+        total = sum((shaped.get("bytes") or {}).values())
+        dry = bool(shaped.get("dryRun"))
+        shaped["bytesFreed"] = 0 if dry else shaped.get("bytesFreed", total)
+        shaped["bytesToFree"] = total if dry else 0
+    if isinstance(shaped.get("javaCounts"), dict):
+        shaped["javaCounts"] = {camel_case(k): v for k, v in shaped["javaCounts"].items()}
+    return shaped
+
+
+def camel_case(name: str) -> str:
+    """``deleted_data_files_count`` -> ``deletedDataFilesCount``."""
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
 def print_outcome(document: dict[str, Any], summary: str, out: TextIO) -> None:

@@ -6,6 +6,7 @@ import datetime
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -116,3 +117,79 @@ def test_compact_manifests_dry_run_then_full_keeps_the_live_files(tmp_path: Path
     table = open_path_table(root)
     assert table.metadata.current_snapshot_id != scenario.snapshots[-1]
     assert files_document(table)["files"] == before
+
+
+# Keys inside these maps are data (file kinds, ref names, option sources), not field names.
+_DATA_MAPS = {"files", "bytes", "refsRemoved", "sources", "paths"}
+
+
+def _field_names(value: object, inside: str = "") -> set[str]:
+    """Every key of a JSON document that names a field (per-kind and per-ref maps left out)."""
+    names: set[str] = set()
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if inside not in _DATA_MAPS:
+                names.add(key)
+            names |= _field_names(item, key)
+    elif isinstance(value, list):
+        for item in value:
+            names |= _field_names(item, inside)
+    return names
+
+
+def _cli_table(tmp_path: Path, fmt: str) -> tuple[str, Path]:
+    """A table of ``fmt`` made by the CLI (create-table, one write), and a Parquet file for commit."""
+    schema = tmp_path / "schema.json"
+    schema.write_text('[{"name": "id", "type": "BIGINT"}]')
+    source = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"id": pa.array([1, 2], pa.int64())}), source)
+    root = str(tmp_path / fmt)
+    code, _, err = run("create-table", root, "--format", fmt, "--schema", str(schema))
+    assert code == 0, err
+    return root, source
+
+
+def test_one_document_shape_per_command_for_both_formats(tmp_path: Path) -> None:
+    """operation, format, table, dryRun first; the same keys for the same concepts; camelCase field names;
+    bytesFreed 0 in a dry run on both formats, bytesToFree what --apply would free."""
+    documents: dict[str, dict[str, dict[str, object]]] = {}
+    for fmt in ("paimon", "iceberg"):
+        (tmp_path / fmt).mkdir()
+        root, source = _cli_table(tmp_path / fmt, fmt)
+        placed = Path(root) / ("data" if fmt == "iceberg" else "bucket-0") / "data-placed-0.parquet"
+        placed.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pq.read_table(source), placed)
+        added = str(placed) if fmt == "iceberg" else "bucket-0/data-placed-0.parquet"
+        commands = {
+            "write": ["write", root, "--from", str(source), "--commit-user", "etl"],
+            "commit": ["commit", root, "--add", added, "--commit-user", "etl"],
+            "compact-manifests": ["compact-manifests", root, "--dry-run"],
+            "expire": ["expire", root, "--older-than", "0 ms", "--retain-min", "1"],
+            "remove-orphans": ["remove-orphans", root, "--older-than", "0 ms", "--allow-short-older-than"],
+        }
+        for name, argv in commands.items():
+            code, out, err = run(*argv, "--json")
+            assert code == 0, f"{fmt} {name}: {err}"
+            documents.setdefault(name, {})[fmt] = json.loads(out)
+    for name, by_format in documents.items():
+        paimon, iceberg = by_format["paimon"], by_format["iceberg"]
+        for fmt, document in by_format.items():
+            assert list(document)[:4] == ["operation", "format", "table", "dryRun"], (name, fmt)
+            assert document["format"] == fmt
+            odd = {k for k in _field_names(document) if not k[:1].islower() or "_" in k or "-" in k}
+            assert not odd, f"{fmt} {name}: not camelCase: {sorted(odd)}"
+        if name in ("write", "commit"):
+            shared = {"snapshotId", "commitKind", "commitUser", "alreadyCommitted", "filesAdded",
+                      "filesDeleted", "rowsAdded", "filesDiscarded", "totalRecordCount"}  # fmt: skip
+            assert shared <= set(paimon) & set(iceberg), name
+            assert paimon["commitUser"] == iceberg["commitUser"] == "etl"
+            assert paimon["rowsAdded"] == iceberg["rowsAdded"] == 2 or name == "commit"
+        if name in ("expire", "remove-orphans"):
+            for document in (paimon, iceberg):
+                assert document["dryRun"] is True and document["bytesFreed"] == 0
+                assert document["bytesToFree"] == sum(document["bytes"].values())
+            assert {"files", "bytes", "bytesFreed", "bytesToFree", "failed"} <= set(paimon) & set(iceberg)
+    assert documents["remove-orphans"]["paimon"].keys() >= {"orphanPaths", "orphanPathsTruncated", "report"}
+    assert (
+        documents["expire"]["paimon"]["bytesToFree"] > 0 and documents["expire"]["iceberg"]["bytesToFree"] > 0
+    )

@@ -30,7 +30,8 @@ def test_expire_dry_run_then_real_run(tmp_path: Path) -> None:
     )
     assert code == 0, err
     real = json.loads(out)
-    assert real["files"] == dry["files"] and real["bytesFreed"] == dry["bytesFreed"] > 0
+    assert real["files"] == dry["files"] and real["bytesFreed"] == dry["bytesToFree"] > 0
+    assert dry["bytesFreed"] == 0 and real["bytesToFree"] == 0  # a dry run frees nothing (both formats)
     assert real["earliestAfter"] == 7 and set(real) >= {"durationSeconds", "bytes", "snapshotsExpired"}
     assert assert_intact(table) == 2
     code, out, _ = run("expire", str(tmp_path / "t"), "--retain-min", "2", "--max-deletes", "1", "--apply")

@@ -364,7 +364,7 @@ class OrphanCleanupResult:
             "orphanPathsTruncated": len(self.plan.orphans) > max(0, self.sample_limit),
             "files": dict(sorted(self.report.files.items())),
             "bytes": dict(sorted(self.report.bytes.items())),
-            "bytesFreed": self.report.total_bytes,
+            "bytesFreed": 0 if self.report.dry_run else self.report.total_bytes,  # Iceberg's rule
             "keptByRecheck": self.report.skipped_by_guard,
             "alreadyMissing": self.report.already_missing,
             "failed": [f.path for f in self.report.failed],
