@@ -189,7 +189,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
 
     def _check(self, context: Context) -> dict[str, Any] | None:
         """One look at the table: the matched snapshot's JSON, or None. Table problems fail the task."""
-        from airflow_lakeformat.triggers.watch import describe_error, is_permanent, make_watch
+        from airflow_lakeformat.triggers.watch import describe_error, is_permanent, make_watch, poll
 
         try:
             table = self._open()
@@ -201,7 +201,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
                     self.min_new_records,
                     self.branch or "main",
                 )
-            match = self._watch.poll(table.native)  # type: ignore[arg-type]
+            match = poll(self._watch, table)
         except Exception as exc:
             if is_permanent(exc):
                 raise AirflowFailException(describe_error(exc)) from None

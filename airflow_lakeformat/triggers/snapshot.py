@@ -41,6 +41,7 @@ from airflow_lakeformat.triggers.watch import (
     latest_snapshot_id,
     make_watch,
     normalize_commit_kinds,
+    poll,
 )
 
 __all__ = [
@@ -165,7 +166,7 @@ class LakeformatSnapshotTrigger(_TableWait, BaseTrigger):
         failures = 0
         while True:
             try:
-                match = await asyncio.to_thread(watch.poll, table.native)
+                match = await asyncio.to_thread(poll, watch, table)
                 failures = 0
             except Exception as exc:
                 failures += 1
@@ -261,7 +262,7 @@ class LakeformatSnapshotEventTrigger(_TableWait, BaseEventTrigger):
                         table.format, after, self.ignore_commit_kinds, self.min_new_records, self.branch
                     )
                     self.log.info("watching %s for commits after snapshot %s", table.uri, after)
-                match = await asyncio.to_thread(watch.poll, table.native)
+                match = await asyncio.to_thread(poll, watch, table)
             except Exception as exc:
                 if time.monotonic() - last_logged >= WATCHER_ERROR_LOG_SECONDS:
                     last_logged = time.monotonic()

@@ -131,6 +131,10 @@ class SnapshotWatch(_Watch):
     format = "paimon"
     newest: Snapshot | None
 
+    def baseline(self, table: Table) -> int:
+        """The id a wait starts after: the latest snapshot of the opened branch (0: none)."""
+        return table.snapshot_manager.latest_snapshot_id() or 0
+
     def poll(self, table: Table) -> SnapshotMatch | None:
         """Read the snapshots committed since the last poll; the match, or None to keep waiting."""
         from airflow_lakeformat.core.errors import SnapshotNotFoundError
@@ -208,6 +212,11 @@ class IcebergSnapshotWatch(_Watch):
         self.seen: set[int] = set()
         self.baseline_ms: int | None = None
 
+    def baseline(self, table: IcebergTable) -> int:
+        """The id a wait starts after: the branch head (0: none)."""
+        ref = table.metadata.refs.get(self.branch)
+        return ref.snapshot_id if ref is not None else 0
+
     def poll(self, table: IcebergTable) -> SnapshotMatch | None:
         """Reload the table, walk the branch from its head down to what was examined; the match or None."""
         table.refresh()
@@ -266,21 +275,19 @@ def make_watch(
     branch: str = "main",
 ) -> Watch:
     """The watch for a table of ``table_format`` (``"paimon"`` or ``"iceberg"``)."""
+    # Format branch: the one place the waiting rule picks its per-format strategy (snapshot ids count up in
+    # Paimon, Iceberg's are random and need the branch's ancestry).
     cls = IcebergSnapshotWatch if table_format == "iceberg" else SnapshotWatch
     return cls(after_snapshot_id, ignore_commit_kinds, min_new_records, branch)
 
 
 def latest_snapshot_id(table: Any, branch: str = "main") -> int:
     """The id a wait starts after: the latest snapshot (Paimon) or the branch head (Iceberg); 0 for none."""
-    if table.format == "iceberg":
-        native = table.native
-        ref = native.metadata.refs.get(branch)
-        return ref.snapshot_id if ref is not None else 0
-    return table.native.snapshot_manager.latest_snapshot_id() or 0
+    return make_watch(table.format, 0, branch=branch).baseline(table.native)
 
 
 def poll(watch: Watch, table: Any) -> SnapshotMatch | None:
-    """One poll of the facade ``table`` (``core/tables.py``) with a watch of its format."""
+    """One poll of the facade ``table`` (``core/tables.py``) with a watch of its format (``make_watch``)."""
     return watch.poll(table.native)
 
 
