@@ -222,7 +222,12 @@ def add_write_commands(add: Adder) -> None:
 
 
 def add_commit_options(p: argparse.ArgumentParser) -> None:
-    """The options of a commit: partition overwrite, commit user and identifier."""
+    """The options of a commit: partition overwrite, commit user and identifier, and ``--dry-run``."""
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="read and check the input, write and commit nothing (default: commit)",
+    )
     p.add_argument(
         "--overwrite",
         metavar="PARTITION_SPEC",

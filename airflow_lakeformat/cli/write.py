@@ -7,10 +7,15 @@ facade method yet, so this module calls each format's committer (the one format 
 ``--commit-identifier``), Iceberg's append / ``add_files`` (``core/iceberg/write/write.py``, the commit user
 recorded as the ``lakeformat.commit-user`` summary property).
 
-Both formats print one document: ``operation``, ``format``, ``table``, ``dryRun`` (always false: a write
-commits), ``snapshotId``, ``commitKind``, ``commitUser``, ``alreadyCommitted``, ``filesAdded``,
-``filesDeleted``, ``rowsAdded``, ``filesDiscarded``, then what one format adds (Paimon's
-``commitIdentifier``, ``attempts``, ``manifestMerge``; both ``totalRecordCount``).
+Both commit unless ``--dry-run`` (the rule of every command that only adds files): a dry run reads and
+checks the input (``write``: every row against the table's columns; ``commit`` on Paimon: each file's place
+in the layout, its schema and bucket; on Iceberg: each file's footer) and writes and commits nothing.
+
+Both formats print one document: ``operation``, ``format``, ``table``, ``dryRun``, ``snapshotId``,
+``commitKind``, ``commitUser``, ``alreadyCommitted``, ``filesAdded``, ``filesDeleted``, ``rowsAdded``,
+``filesDiscarded``, ``totalRecordCount``, ``rowsToAdd`` (and for ``commit`` ``filesToAdd``): what a real run
+would add (0 after one, as ``bytesToFree`` of the deleting commands), then what one format adds (Paimon's
+``commitIdentifier``, ``attempts``, ``manifestMerge``).
 
 Example:
     >>> from airflow_lakeformat.cli import main
@@ -61,18 +66,52 @@ def _run(
     table: PaimonTable | IcebergLakeTable | None = None,
 ) -> None:
     table = table or open_command_table(args)
-    fields = _COMMITS[table.format](table.native, args, rows)
+    if args.dry_run:
+        fields = _CHECKS[table.format](table.native, args, rows)
+    else:
+        fields = _COMMITS[table.format](table.native, args, rows)
+        fields.update(rowsToAdd=0, **({"filesToAdd": 0} if rows is None else {}))
+    shared = {key: fields.pop(key) for key in _SHARED_KEYS if key in fields}
     document = {
         "operation": args.command,
         "format": table.format,
         "table": table.uri,
-        "dryRun": False,
+        "dryRun": bool(args.dry_run),
+        **shared,
         **fields,
     }
     finish(args.json, document, _summary(document), out)
 
 
+#: The keys both formats' documents have, in this order (each format's own follow).
+_SHARED_KEYS = ("snapshotId", "commitKind", "commitUser", "alreadyCommitted", "filesAdded", "filesDeleted",
+                "rowsAdded", "filesDiscarded", "totalRecordCount", "rowsToAdd", "filesToAdd")  # fmt: skip
+
+
+def _dry_run_fields(args: argparse.Namespace, rows: int, files: int | None) -> dict[str, Any]:
+    """A dry run's fields: nothing committed; ``rowsToAdd`` (and ``filesToAdd``) what a real run would add."""
+    return {
+        "snapshotId": None,
+        "commitKind": None,
+        "commitUser": args.commit_user,
+        "alreadyCommitted": False,
+        "filesAdded": 0,
+        "filesDeleted": 0,
+        "rowsAdded": 0,
+        "filesDiscarded": 0,
+        "totalRecordCount": None,
+        "rowsToAdd": rows,
+        **({} if files is None else {"filesToAdd": files}),
+    }
+
+
 def _summary(document: dict[str, Any]) -> str:
+    if document["dryRun"]:
+        files = f"{plural(document['filesToAdd'], 'file')} with " if "filesToAdd" in document else ""
+        return (
+            f"dry run: nothing was written or committed; {files}{plural(document['rowsToAdd'], 'row')} "
+            "checked: re-run without --dry-run to commit"
+        )
     state = "already committed as" if document["alreadyCommitted"] else "committed"
     line = (
         f"{state} snapshot {document['snapshotId']} ({document['commitKind']}): "
@@ -141,11 +180,8 @@ def _paimon_fields(
 # -- Iceberg -----------------------------------------------------------------------------------------
 
 
-def _iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
-    """An append of ``rows`` through pyiceberg, or ``add_files`` of ``--add``; one ``append`` snapshot."""
-    from airflow_lakeformat.core.iceberg.write.write import add_files, append
-
-    table: IcebergTable = native
+def _refuse_for_iceberg(table: IcebergTable, args: argparse.Namespace) -> None:
+    """What an Iceberg write from the CLI refuses: a partition overwrite (not implemented) and an identifier."""
     if args.overwrite is not None:
         raise UnsupportedFormatError(
             table.name, "a partition overwrite of Iceberg tables is not implemented yet"
@@ -155,6 +191,14 @@ def _iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> di
             "--commit-identifier: only for Paimon tables (an Iceberg write from the CLI is not made "
             "idempotent by an identifier)"
         )
+
+
+def _iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+    """An append of ``rows`` through pyiceberg, or ``add_files`` of ``--add``; one ``append`` snapshot."""
+    from airflow_lakeformat.core.iceberg.write.write import add_files, append
+
+    table: IcebergTable = native
+    _refuse_for_iceberg(table, args)
     properties = {} if args.commit_user is None else {COMMIT_USER_PROPERTY: args.commit_user}
     if rows is not None:
         snapshot_id = append(table, rows, source=args.source, snapshot_properties=properties)
@@ -179,7 +223,43 @@ def _iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> di
     }
 
 
+def _check_paimon(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+    """A Paimon dry run: ``commit --add`` files are registered (layout, schema, bucket checked), not committed."""
+    from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
+    from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER
+    from airflow_lakeformat.core.paimon.write.register import register_files
+
+    if args.overwrite is not None:
+        parse_overwrite_spec(args.overwrite)
+    identifier = BATCH_COMMIT_IDENTIFIER if args.commit_identifier is None else args.commit_identifier
+    own = {"commitIdentifier": identifier, "attempts": 0, "manifestMerge": None, "deltaRecordCount": None}
+    if rows is not None:
+        return {**_dry_run_fields(args, rows.num_rows, None), **own}
+    added = register_files(native, args.add)
+    return {**_dry_run_fields(args, sum(e.file.row_count for e in added), len(added)), **own}
+
+
+def _check_iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+    """An Iceberg dry run: the refusals a real run makes, then the rows (``commit``: the files' footers)."""
+    import fsspec
+    import pyarrow.parquet as pq
+
+    _refuse_for_iceberg(native, args)
+    if rows is not None:
+        return _dry_run_fields(args, rows.num_rows, None)
+    options = parse_storage_options(args.storage_option)
+    counted = 0
+    for path in args.add:
+        with fsspec.open(path, "rb", **options) as handle:
+            counted += pq.read_metadata(handle).num_rows
+    return _dry_run_fields(args, counted, len(args.add))
+
+
 _COMMITS: dict[str, Callable[[Any, argparse.Namespace, Any], dict[str, Any]]] = {
     "paimon": _paimon,
     "iceberg": _iceberg,
+}
+_CHECKS: dict[str, Callable[[Any, argparse.Namespace, Any], dict[str, Any]]] = {
+    "paimon": _check_paimon,
+    "iceberg": _check_iceberg,
 }

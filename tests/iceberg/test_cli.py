@@ -161,6 +161,8 @@ def test_one_document_shape_per_command_for_both_formats(tmp_path: Path) -> None
         pq.write_table(pq.read_table(source), placed)
         added = str(placed) if fmt == "iceberg" else "bucket-0/data-placed-0.parquet"
         commands = {
+            "write-dry-run": ["write", root, "--from", str(source), "--commit-user", "etl", "--dry-run"],
+            "commit-dry-run": ["commit", root, "--add", added, "--commit-user", "etl", "--dry-run"],
             "write": ["write", root, "--from", str(source), "--commit-user", "etl"],
             "commit": ["commit", root, "--add", added, "--commit-user", "etl"],
             "compact-manifests": ["compact-manifests", root, "--dry-run"],
@@ -171,6 +173,14 @@ def test_one_document_shape_per_command_for_both_formats(tmp_path: Path) -> None
             code, out, err = run(*argv, "--json")
             assert code == 0, f"{fmt} {name}: {err}"
             documents.setdefault(name, {})[fmt] = json.loads(out)
+        code, out, _ = run("snapshots", root, "--json")
+        assert len(json.loads(out)["snapshots"]) == 2, "the dry runs committed nothing, the two writes one each"
+    for name in ("write", "commit"):
+        for fmt in ("paimon", "iceberg"):
+            dry, real = documents[f"{name}-dry-run"][fmt], documents[name][fmt]
+            assert list(dry) == list(real), (name, fmt)  # one shape, dry run or not
+            assert dry["dryRun"] is True and dry["snapshotId"] is None and dry["rowsToAdd"] == 2
+            assert real["dryRun"] is False and real["rowsToAdd"] == 0
     for name, by_format in documents.items():
         paimon, iceberg = by_format["paimon"], by_format["iceberg"]
         for fmt, document in by_format.items():

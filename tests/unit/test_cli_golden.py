@@ -315,6 +315,7 @@ def paimon_write_cases(rec: Recorder, tmp: Path) -> None:
         "paimon", "create-table", "{T}", "--schema", "{TMP}/schema.json", "--partition-keys", "cat", "--json"
     )
     rec.run("paimon", "create-table", "{T}", "--schema", "{TMP}/schema.json", "--json")
+    rec.run("paimon", "write", "{T}", "--from", "{TMP}/rows.parquet", "--dry-run", "--json", text_too=True)
     rec.run("paimon", "write", "{T}", "--from", "{TMP}/rows.parquet", "--json")
     placed = tmp / "new-paimon" / "cat=a" / "bucket-0" / f"data-{uuid.uuid4()}-0.parquet"
     shutil.copy(tmp / "one.parquet", placed)
@@ -335,6 +336,8 @@ def iceberg_cases(rec: Recorder, tmp: Path) -> None:
     rec.run("iceberg", *create, "--json")
     first = rec.run("iceberg", "write", "{T}", "--from", "{TMP}/rows.parquet", "--json")
     rec.values["S1"] = str(first["snapshotId"])
+    rec.run("iceberg", "write", "{T}", "--from", "{TMP}/one.parquet", "--dry-run", "--json", text_too=True)
+    rec.run("iceberg", "commit", "{T}", "--add", "{TMP}/one.parquet", "--dry-run", "--json", text_too=True)
     rec.run("iceberg", "commit", "{T}", "--add", "{TMP}/one.parquet", "--json")
     rec.run("iceberg", "write", "{T}", "--from", "{TMP}/one.parquet", "--overwrite", "cat=a", "--json")
     open_path_table(str(root)).table.manage_snapshots().create_tag(int(rec.values["S1"]), "t1").commit()
