@@ -1278,6 +1278,12 @@ def _add_extra_commands(commands: Any, parent: argparse.ArgumentParser) -> None:
     timed.add_argument("--procedure", required=True)
     timed.add_argument("--table", required=True)
     timed.add_argument("--args", default="{}")
+    eq = commands.add_parser("add-equality-deletes", parents=[parent])
+    eq.add_argument("--table", required=True)
+    eq.add_argument("--file", required=True, help="a Parquet file of the equality columns (field ids set)")
+    eq.add_argument("--equality-id", type=int, action="append", required=True)
+    eq.add_argument("--partition-path", help="e.g. category=a (omit for an unpartitioned spec)")
+    eq.add_argument("--record-count", type=int, required=True)
     tasks = commands.add_parser("scan-tasks", parents=[parent])
     tasks.add_argument("--table", required=True)
     tasks.add_argument("--snapshot", type=int)
@@ -1289,7 +1295,31 @@ def _add_extra_commands(commands: Any, parent: argparse.ArgumentParser) -> None:
 
 EXTRA_COMMANDS = (
     "load-metadata", "manifest-list", "merge-append", "append-loop", "time-call", "wait-file", "scan-tasks",
+    "add-equality-deletes",
 )  # fmt: skip
+
+
+def add_equality_deletes(
+    o: Oracle, table: Any, path: str, equality_ids: list[int], partition_path: str | None, records: int
+) -> dict[str, Any]:
+    """Commit an equality-delete file as Flink's writer does: a row delta adding it (Java reads it from then on)."""
+    gateway = o.spark.sparkContext._gateway
+    ids = gateway.new_array(o.jvm.int, len(equality_ids))
+    for index, field_id in enumerate(equality_ids):
+        ids[index] = field_id
+    builder = (
+        o.jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec())
+        .ofEqualityDeletes(ids)
+        .withPath(path)
+        .withFormat(o.jvm.org.apache.iceberg.FileFormat.PARQUET)
+        .withFileSizeInBytes(Path(path).stat().st_size)
+        .withRecordCount(records)
+    )
+    if partition_path:
+        builder = builder.withPartitionPath(partition_path)
+    table.newRowDelta().addDeletes(builder.build()).commit()
+    table.refresh()
+    return {"snapshot_id": int(table.currentSnapshot().snapshotId())}
 
 
 def scan_tasks(o: Oracle, table: Any, snapshot_id: int | None) -> dict[str, list[str]]:
@@ -1340,6 +1370,11 @@ def _run_extra(o: Oracle, args: argparse.Namespace) -> Any:
         )  # fmt: skip
     if args.command == "time-call":
         return timed_call(o, identifier, args.procedure, json.loads(args.args))
+    if args.command == "add-equality-deletes":
+        table = o.load(identifier)
+        return add_equality_deletes(
+            o, table, args.file, args.equality_id, args.partition_path, args.record_count
+        )
     if args.command == "scan-tasks":
         table = o.load(identifier)
         return scan_tasks(o, table, o.resolve_version(table, args.snapshot, None))

@@ -11,12 +11,24 @@ from __future__ import annotations
 
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (
+    RewriteCommit,
+    StagedRewrite,
+    stage_rewrite,
+)
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import rewrite_group
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path
+from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 from tests.support.java_iceberg import JDBC_CATALOG, JavaIcebergWarehouse
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -102,3 +114,63 @@ def test_we_leave_no_more_data_or_delete_files_than_javas_rewrite_data_files(
     ours_deletes = [f for f in our_files if f["content"] != 0]
     java_deletes = [f for f in java_files if f["content"] != 0]
     assert len(ours_deletes) <= len(java_deletes), (ours.to_json(), java_result)
+
+
+def test_an_equality_delete_and_an_append_landing_during_our_compaction_keep_the_row_deleted(
+    fresh_java_iceberg_warehouse: JavaIcebergWarehouse,
+) -> None:
+    """apache/iceberg #10312 (open in 1.10.2): a compaction starts; an equality delete lands, then an append; the
+    compaction commits. Java's commit drops the equality delete (its sequence number is below the kept manifests'
+    minimum) while the compacted file, at the starting data sequence number, still needs it, and the deleted row
+    comes back. Ours validates on the new head, keeps the delete, and Java reads the row as deleted."""
+    w = fresh_java_iceberg_warehouse
+    identifier = "hc.db.equality_deletes"
+    w.run(
+        "sql",
+        "--statement",
+        f"CREATE TABLE {identifier} (id BIGINT, category STRING) USING iceberg PARTITIONED BY (category)"
+        " TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')",
+        "--statement",
+        f"INSERT INTO {identifier} VALUES (1, 'a'), (2, 'a')",
+        "--statement",
+        f"INSERT INTO {identifier} VALUES (3, 'a'), (4, 'a')",
+    )
+    root = w.warehouse / "db" / "equality_deletes"
+    table = open_path_table(str(root))
+    plan = plan_data_compaction(table, {"min-input-files": "2"})
+    assert len(plan.groups) == 1
+    start = table.snapshot(plan.snapshot_id)
+    group = plan.groups[0]
+    files = data_files_by_path(table, start, [c.path for c in group.files])
+    rewritten = rewrite_group(table, group, files)  # the compaction is running...
+
+    # ...when a Flink-style equality delete of id 2 (a row delta) and then an append land
+    delete_path = root / "data" / "category=a" / "00000-flink-eq-delete.parquet"
+    id_field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+    pq.write_table(pa.table({"id": [2]}, schema=pa.schema([id_field])), delete_path)
+    w.run(
+        "add-equality-deletes", "--table", identifier, "--file", str(delete_path),
+        "--equality-id", "1", "--partition-path", "category=a", "--record-count", "1",
+    )  # fmt: skip
+    w.run("sql", "--statement", f"INSERT INTO {identifier} VALUES (5, 'a')")
+    assert _ids(w.rows(identifier)) == [1, 3, 4, 5]
+
+    commit = RewriteCommit(
+        plan.snapshot_id or 0,
+        plan.sequence_number,
+        [([files[c.path] for c in group.files], rewritten.outputs)],
+        remove_dangling_deletes=True,
+    )
+    staged = StagedRewrite()
+    table.refresh()
+    commit_with_retry(table, lambda tx: stage_rewrite(tx, table, commit, staged))
+    assert staged.snapshot_id is not None and not staged.conflicts
+    assert staged.deletes_removed == []  # the delete still applies to the compacted file: it is not dangling
+    assert _ids(w.rows(identifier)) == [1, 3, 4, 5]
+    table.refresh()
+    new = [f for f in live_files(table, table.snapshot(ref="main")) if f.snapshot_id == staged.snapshot_id]
+    assert [f.data_sequence_number for f in new] == [start.sequence_number]
+
+
+def _ids(rows: list[dict[str, Any]]) -> list[int]:
+    return sorted(int(r["id"]) for r in rows)
