@@ -67,3 +67,49 @@ def test_paimon_inspect_reports_the_primary_key_default(tmp_path: Path) -> None:
     builder.commit([builder.entry()])
     inspection = open_table(str(tmp_path / "t")).inspect()
     assert inspection.properties["target-file-size"] == {"value": "256 mb", "default": "128 mb", "set": False}
+
+
+def test_paimon_deletion_vector_index_files_are_its_delete_files(tmp_path: Path) -> None:
+    """The index manifest's DELETION_VECTORS files count as delete files; other index files (hash) do not."""
+    import io
+    import json
+
+    import fastavro
+
+    root = tmp_path / "t"
+    builder = TableBuilder(root, [("k", "INT NOT NULL"), ("v", "INT")], primary_keys=["k"],
+                           options={"deletion-vectors.enabled": "true"})  # fmt: skip
+    builder.commit([builder.entry(file_size=100)])
+    schema = {
+        "type": "record",
+        "name": "IndexManifestEntry",
+        "fields": [
+            {"name": "_KIND", "type": "int"},
+            {"name": "_PARTITION", "type": "bytes"},
+            {"name": "_BUCKET", "type": "int"},
+            {"name": "_INDEX_TYPE", "type": "string"},
+            {"name": "_FILE_NAME", "type": "string"},
+            {"name": "_FILE_SIZE", "type": "long"},
+            {"name": "_ROW_COUNT", "type": "long"},
+            {"name": "_VERSION", "type": "int"},
+        ],
+    }
+    rows = [
+        ("DELETION_VECTORS", "index-dv-0", 33),
+        ("HASH", "index-hash-0", 44),
+        ("DELETION_VECTORS", "index-dv-1", 7),
+    ]
+    records = [
+        {"_KIND": 0, "_PARTITION": b"", "_BUCKET": 0, "_INDEX_TYPE": kind, "_FILE_NAME": name, "_FILE_SIZE": size,
+         "_ROW_COUNT": 1, "_VERSION": 1}
+        for kind, name, size in rows
+    ]  # fmt: skip
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, fastavro.parse_schema(schema), records)
+    (root / "manifest" / "index-manifest-test-0").write_bytes(buffer.getvalue())
+    snapshot_file = root / "snapshot" / "snapshot-1"
+    document = json.loads(snapshot_file.read_text())
+    snapshot_file.write_text(json.dumps({**document, "indexManifest": "index-manifest-test-0"}))
+
+    stats = open_table(str(root)).statistics()
+    assert (stats.delete_file_count, stats.delete_file_bytes, stats.data_file_count) == (2, 40, 1)
