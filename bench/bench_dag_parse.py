@@ -233,7 +233,7 @@ def machine() -> dict[str, Any]:
     return facts
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -246,22 +246,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--output", default=None, help="JSON result (default bench/results/dag_parse.json)")
     parser.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
+    return parser
 
-    if args.worker:
-        worker(*args.worker)
-        return 0
-    if args.repeat < 1 or args.warmup < 0:
-        parser.error("need --repeat >= 1 and --warmup >= 0")
 
-    dag_files = sorted(DAGS_DIR.glob("*.py"))
-    if not dag_files:
-        print(f"no DAG files in {DAGS_DIR}", file=sys.stderr)
-        return 1
-    output = Path(args.output) if args.output else RESULTS_DIR / "dag_parse.json"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    started = _now()
-    load_start = os.getloadavg()  # other work on the machine skews every timing
+def _measure(
+    args: argparse.Namespace, dag_files: list[Path]
+) -> tuple[list[str], dict[str, list[dict[str, Any]]], dict[str, Any]]:
+    """Rounds of one fresh worker per target (the baseline, the minimal DAG, each example DAG file; the order
+    rotates each round), then the ``-X importtime`` runs: (targets, the timed runs, the import attribution)."""
     scratch = Path(tempfile.mkdtemp(prefix="lakeformat-dag-parse-"))
     try:
         airflow_home = scratch / "airflow-home"
@@ -291,8 +283,17 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
-    failures: list[str] = []
-    baseline = {p: summarize([d["phases"][p] for d in runs[BASELINE]]) for p in runs[BASELINE][0]["phases"]}
+    return targets, runs, attribution
+
+
+def _file_results(
+    targets: list[str],
+    runs: dict[str, list[dict[str, Any]]],
+    attribution: dict[str, Any],
+    baseline: dict[str, Any],
+    failures: list[str],
+) -> dict[str, Any]:
+    """Each DAG file's phases, ratios and checks (import errors, pyspark imported, no DAG found)."""
     results: dict[str, Any] = {}
     for target in targets[1:]:
         documents = runs[target]
@@ -330,6 +331,31 @@ def main(argv: list[str] | None = None) -> int:
             "dagbag_under_target": phases["dagbag"]["max"] < TARGET_SECONDS,
             "importtime": attribution.get(target),
         }
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+
+    if args.worker:
+        worker(*args.worker)
+        return 0
+    if args.repeat < 1 or args.warmup < 0:
+        parser.error("need --repeat >= 1 and --warmup >= 0")
+
+    dag_files = sorted(DAGS_DIR.glob("*.py"))
+    if not dag_files:
+        print(f"no DAG files in {DAGS_DIR}", file=sys.stderr)
+        return 1
+    output = Path(args.output) if args.output else RESULTS_DIR / "dag_parse.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    started = _now()
+    load_start = os.getloadavg()  # other work on the machine skews every timing
+    targets, runs, attribution = _measure(args, dag_files)
+    baseline = {p: summarize([d["phases"][p] for d in runs[BASELINE]]) for p in runs[BASELINE][0]["phases"]}
+    failures: list[str] = []
+    results = _file_results(targets, runs, attribution, baseline, failures)
     result: dict[str, Any] = {
         "benchmark": "DAG parse time",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),

@@ -132,6 +132,36 @@ def _iso(millis: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(millis // 1000)) + f".{millis % 1000:03d}Z"
 
 
+def _ours(
+    repeat: int,
+    warehouse: Path,
+    pristine: Path,
+    root: Path,
+    cutoff_ms: int,
+    java_disk: set[str],
+    java_state: dict[str, Any],
+    java_counts: Any,
+) -> tuple[list[float], dict[str, bool], dict[str, Any]]:
+    """``repeat`` real expiries, each on the restored pristine table, each checked against Java's: the
+    seconds, the checks and the last result document."""
+    our_seconds: list[float] = []
+    checks: dict[str, bool] = {}
+    document: dict[str, Any] = {}
+    for attempt in range(repeat):
+        restore(warehouse, pristine)
+        started = time.perf_counter()
+        result = expire_snapshots(
+            open_path_table(str(root)), dry_run=False, older_than=cutoff_ms, retain_last=1
+        )
+        our_seconds.append(time.perf_counter() - started)
+        document = result.to_json()
+        checks[f"ours{attempt}FilesEqualJava"] = disk(root) == java_disk
+        checks[f"ours{attempt}SnapshotsAndRefsEqualJava"] = state(root) == java_state
+        checks[f"ours{attempt}CountsEqualJava"] = document["javaCounts"] == java_counts
+
+    return our_seconds, checks, document
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--snapshots", type=int, default=2000)
@@ -167,20 +197,9 @@ def main(argv: list[str] | None = None) -> int:
     java_disk, java_state = disk(root), state(root)
     java_counts = java_run["rows"][0]
 
-    our_seconds: list[float] = []
-    checks: dict[str, bool] = {}
-    document: dict[str, Any] = {}
-    for attempt in range(args.repeat):
-        restore(warehouse, pristine)
-        started = time.perf_counter()
-        result = expire_snapshots(
-            open_path_table(str(root)), dry_run=False, older_than=cutoff_ms, retain_last=1
-        )
-        our_seconds.append(time.perf_counter() - started)
-        document = result.to_json()
-        checks[f"ours{attempt}FilesEqualJava"] = disk(root) == java_disk
-        checks[f"ours{attempt}SnapshotsAndRefsEqualJava"] = state(root) == java_state
-        checks[f"ours{attempt}CountsEqualJava"] = document["javaCounts"] == java_counts
+    our_seconds, checks, document = _ours(
+        args.repeat, warehouse, pristine, root, cutoff_ms, java_disk, java_state, java_counts
+    )
 
     spark: dict[str, Any] = {}
     if not args.skip_spark:

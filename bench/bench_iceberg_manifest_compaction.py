@@ -210,68 +210,20 @@ def compare_with_java(
 ) -> dict[str, Any]:
     """Our full compaction (``repeat`` runs) and Java's rewrite_manifests (one on a cold JVM, then ``repeat``
     on the warm JVM), each run on the pristine table restored in place."""
-    from tests.support.java_iceberg import start_oracle
-
+    o = _our_runs(root, pristine, repeat)
     restore(root, pristine)
-    table = open_path_table(str(root))
-    head = table.metadata.current_snapshot_id
-    before_files = live_files(table)
-    before_entries = live_entries(table)
-    inputs = data_manifests(table)
-    input_count, input_bytes = len(inputs), sum(m.manifest_length for m in inputs)
-    target = int(table.metadata.properties.get("commit.manifest.target-size-bytes", 8 * 1024 * 1024))
-    ours_runs: list[float] = []
-    for index in range(repeat):
-        if index:
-            restore(root, pristine)
-            table = open_path_table(str(root))
-        started = time.perf_counter()
-        last = compact_manifests(table, "full")
-        ours_runs.append(time.perf_counter() - started)
-    ours_seconds = min(ours_runs)
-    ours_files = live_files(table)
-    ours_entries = live_entries(table)
-    ours_data = data_manifests(table)
-    ours_bytes = sum(m.manifest_length for m in ours_data)
-
-    # One JVM: the procedure on the pristine table (JVM cold) and Java's views; then, each time after we
-    # restored the pristine table again, the procedure on the warm JVM.
-    restore(root, pristine)
-    signals = [(base / f"java-waiting-{i}", base / f"java-restored-{i}") for i in range(repeat)]
-    for path in (p for pair in signals for p in pair):
-        path.unlink(missing_ok=True)
-    call = ["time-call", "--procedure", "rewrite_manifests", "--table", "db.bench"]
-    commands = [
-        call,
-        ["files", "--table", "db.bench", "--snapshot", str(head)],  # the `files` metadata table
-        ["files", "--table", "db.bench"],
-        ["entries", "--table", "db.bench"],
-        ["manifest-list", "--table", "db.bench"],
-    ]
-    for waiting, restored in signals:
-        commands += [["wait-file", "--path", str(restored), "--signal", str(waiting)], call]
-    commands.append(["files", "--table", "db.bench"])
-    started = time.perf_counter()
-    oracle = start_oracle(
-        "batch",
-        warehouse=warehouse,
-        conf={"spark.driver.extraJavaOptions": JAVA_DEFAULT_JIT_AND_GC},
-        stdin=json.dumps(commands),
-    )
-    try:
-        for waiting, restored in signals:
-            wait_for(waiting, oracle)
-            restore(root, pristine)
-            restored.touch()
-        results = oracle.result(timeout=3600)
-    finally:
-        oracle.stop()
+    results, java_wall = _java_runs(base, root, warehouse, pristine, o["head"], repeat)
     cold_call, before, after, entries, manifests = results[:5]
     warm_calls = results[6:-1:2]
     warm_after = results[-1]
-    java_wall = time.perf_counter() - started
     java_data = [m for m in manifests if m["content"] == "DATA"]
-    java_bytes = sum(m["length"] for m in java_data)
+    target, input_count, input_bytes = o["target"], o["input_count"], o["input_bytes"]
+    before_files, before_entries, ours_files, ours_entries = (
+        o["before_files"], o["before_entries"], o["ours_files"], o["ours_entries"]
+    )  # fmt: skip
+    ours_data, ours_bytes, ours_seconds, ours_runs, last = (
+        o["ours_data"], o["ours_bytes"], o["ours_seconds"], o["ours_runs"], o["last"]
+    )  # fmt: skip
     java_expected = math.ceil(input_bytes / target)
     java_entries = {
         e["file_path"]: (e["snapshot_id"], e["sequence_number"], e["file_sequence_number"])
@@ -321,24 +273,113 @@ def compare_with_java(
             ),
         },
         "javaJvmOptions": f"oracle defaults + {JAVA_DEFAULT_JIT_AND_GC}",
-        "manifests": {
-            "inputDataManifests": input_count,
-            "inputBytes": input_bytes,
-            "targetSizeBytes": target,
-            "ours": len(ours_data),
-            "oursBytes": ours_bytes,
-            "java": len(java_data),
-            "javaBytes": java_bytes,
-            "javaExpectedByCutRule": java_expected,
-            "difference": len(java_data) - len(ours_data),
-            "note": "Java sizes its output from the INPUT manifests' lengths (one header and per-manifest "
-            "overhead each), we cut the OUTPUT at the target: fewer, fuller manifests from us when the "
-            "rewritten entries take less room than the inputs did",
-        },
+        "manifests": _manifest_counts(o, java_data, java_expected),
         "javaProcedureOutput": {"cold": cold_call["rows"], "warm": [c["rows"] for c in warm_calls]},
         "oursLastResult": last.to_json(),
         "checks": checks,
     }
+
+
+def _manifest_counts(o: dict[str, Any], java_data: list[Any], java_expected: int) -> dict[str, Any]:
+    """The data manifests before, ours after and Java's after, with Java's expected count by its cut rule."""
+    input_count, input_bytes, target = o["input_count"], o["input_bytes"], o["target"]
+    ours_data, ours_bytes = o["ours_data"], o["ours_bytes"]
+    java_bytes = sum(m["length"] for m in java_data)
+    return {
+        "inputDataManifests": input_count,
+        "inputBytes": input_bytes,
+        "targetSizeBytes": target,
+        "ours": len(ours_data),
+        "oursBytes": ours_bytes,
+        "java": len(java_data),
+        "javaBytes": java_bytes,
+        "javaExpectedByCutRule": java_expected,
+        "difference": len(java_data) - len(ours_data),
+        "note": "Java sizes its output from the INPUT manifests' lengths (one header and per-manifest "
+        "overhead each), we cut the OUTPUT at the target: fewer, fuller manifests from us when the "
+        "rewritten entries take less room than the inputs did",
+    }
+
+
+def _our_runs(root: Path, pristine: Path, repeat: int) -> dict[str, Any]:
+    """The pristine table's live files, entries and data manifests, then ``repeat`` full compactions (each on
+    the pristine table restored) and what the last one left."""
+    restore(root, pristine)
+    table = open_path_table(str(root))
+    inputs = data_manifests(table)
+    o: dict[str, Any] = {
+        "head": table.metadata.current_snapshot_id,
+        "before_files": live_files(table),
+        "before_entries": live_entries(table),
+        "input_count": len(inputs),
+        "input_bytes": sum(m.manifest_length for m in inputs),
+        "target": int(table.metadata.properties.get("commit.manifest.target-size-bytes", 8 * 1024 * 1024)),
+    }
+    ours_runs: list[float] = []
+    for index in range(repeat):
+        if index:
+            restore(root, pristine)
+            table = open_path_table(str(root))
+        started = time.perf_counter()
+        o["last"] = compact_manifests(table, "full")
+        ours_runs.append(time.perf_counter() - started)
+    ours_data = data_manifests(table)
+    o.update(
+        ours_runs=ours_runs,
+        ours_seconds=min(ours_runs),
+        ours_files=live_files(table),
+        ours_entries=live_entries(table),
+        ours_data=ours_data,
+        ours_bytes=sum(m.manifest_length for m in ours_data),
+    )
+    return o
+
+
+def _java_runs(
+    base: Path, root: Path, warehouse: Path, pristine: Path, head: int, repeat: int
+) -> tuple[list[Any], float]:
+    """Java's results (one oracle batch) and the oracle process's wall time."""
+    from tests.support.java_iceberg import start_oracle
+
+    # One JVM: the procedure on the pristine table (JVM cold) and Java's views; then, each time after we
+    # restored the pristine table again, the procedure on the warm JVM.
+    signals = [(base / f"java-waiting-{i}", base / f"java-restored-{i}") for i in range(repeat)]
+    for path in (p for pair in signals for p in pair):
+        path.unlink(missing_ok=True)
+    call = ["time-call", "--procedure", "rewrite_manifests", "--table", "db.bench"]
+    commands = [
+        call,
+        ["files", "--table", "db.bench", "--snapshot", str(head)],  # the `files` metadata table
+        ["files", "--table", "db.bench"],
+        ["entries", "--table", "db.bench"],
+        ["manifest-list", "--table", "db.bench"],
+    ]
+    for waiting, restored in signals:
+        commands += [["wait-file", "--path", str(restored), "--signal", str(waiting)], call]
+    commands.append(["files", "--table", "db.bench"])
+    started = time.perf_counter()
+    oracle = start_oracle(
+        "batch",
+        warehouse=warehouse,
+        conf={"spark.driver.extraJavaOptions": JAVA_DEFAULT_JIT_AND_GC},
+        stdin=json.dumps(commands),
+    )
+    try:
+        for waiting, restored in signals:
+            wait_for(waiting, oracle)
+            restore(root, pristine)
+            restored.touch()
+        results = oracle.result(timeout=3600)
+    finally:
+        oracle.stop()
+    return results, time.perf_counter() - started
+
+
+def _timed(call: Any) -> tuple[Any, float]:
+    """``call()`` and its wall seconds."""
+    started = time.perf_counter()
+    result = call()
+    return result, time.perf_counter() - started
 
 
 def main() -> int:
@@ -381,15 +422,10 @@ def main() -> int:
         files_before = files_document(table)["files"]
         entries_before = live_entries(table)
 
-        started = time.perf_counter()
-        dry = compact_manifests(table, "full", dry_run=True)
-        dry_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        real = compact_manifests(table, "full")
-        real_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        again = compact_manifests(table, "full")
-        noop_seconds = time.perf_counter() - started
+        (dry, dry_seconds), (real, real_seconds), (again, noop_seconds) = [
+            _timed(lambda dry_run=dry_run: compact_manifests(table, "full", dry_run=dry_run))
+            for dry_run in (True, False, False)
+        ]
 
         checks = {
             "filesUnchanged": files_document(table)["files"] == files_before,

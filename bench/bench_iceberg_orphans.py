@@ -156,7 +156,7 @@ def spark_job(root: Path, work: Path) -> tuple[float, dict[str, Any]]:
     return seconds, run.result
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--snapshots", type=int, default=2000)
     parser.add_argument("--files-per-snapshot", type=int, default=10)
@@ -168,6 +168,54 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--reuse", action="store_true", help="use the table already built in --work (for quick re-runs)"
     )
+    return parser
+
+
+def _others(
+    skip_spark: bool, warehouse: Path, root: Path, work: Path, cutoff: float
+) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], dict[str, Any], dict[str, set[str]]]:
+    """Java's procedure (a cold and a warm call, and a cold call in the oracle's JVM) and the Spark job
+    (unless skipped): their runs, and the orphan paths each found (as the store sees them)."""
+    normaliser = LocationNormaliser()
+    cold, warm = java(warehouse, int(cutoff * 1000))
+    (oracle_jvm,) = java(warehouse, int(cutoff * 1000), default_jvm=False, calls=1)
+    found = {
+        "javaCold": {normaliser.parse(r["orphan_file_location"]).path for r in cold["rows"]},
+        "javaWarm": {normaliser.parse(r["orphan_file_location"]).path for r in warm["rows"]},
+        "javaOracle": {normaliser.parse(r["orphan_file_location"]).path for r in oracle_jvm["rows"]},
+    }
+    spark: dict[str, Any] = {}
+    if not skip_spark:
+        wall, job = spark_job(root, work / "spark")
+        spark = {"wallSeconds": round(wall, 3), "jobSeconds": job.get("durationSeconds")}
+        found["spark"] = {normaliser.parse(p).path for p in job["orphanPaths"]}
+    return cold, warm, oracle_jvm, spark, found
+
+
+def _ratios(
+    cold: dict[str, Any],
+    warm: dict[str, Any],
+    oracle_jvm: dict[str, Any],
+    spark: dict[str, Any],
+    first: float,
+    best: float,
+) -> dict[str, Any]:
+    """Java's seconds over ours (and, with the Spark job, Java with its session start over the job's wall time)."""
+    return {
+        "javaColdOverOursFirst": round(cold["seconds"] / first, 2),
+        "javaColdOverOursBest": round(cold["seconds"] / best, 2),
+        "javaWarmOverOursBest": round(warm["seconds"] / best, 2),
+        "javaColdOracleJvmOverOursFirst": round(oracle_jvm["seconds"] / first, 2),
+        **(
+            {"javaWithSessionOverSparkJobWall": round(
+                (cold["seconds"] + cold["session_seconds"]) / spark["wallSeconds"], 2)}
+            if spark else {}
+        ),
+    }  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.files_per_snapshot > CATEGORIES * 100:
         parser.error("--files-per-snapshot is at most 1000")
@@ -194,18 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     }
 
     our_seconds, document = ours(root, now, args.repeat)
-    cold, warm = java(warehouse, int(cutoff * 1000))
-    (oracle_jvm,) = java(warehouse, int(cutoff * 1000), default_jvm=False, calls=1)
-    normaliser = LocationNormaliser()
-    ours_set = {normaliser.parse(p).path for p in document["orphanPaths"]}
-    java_cold = {normaliser.parse(r["orphan_file_location"]).path for r in cold["rows"]}
-    java_warm = {normaliser.parse(r["orphan_file_location"]).path for r in warm["rows"]}
-    java_oracle = {normaliser.parse(r["orphan_file_location"]).path for r in oracle_jvm["rows"]}
-    spark: dict[str, Any] = {}
-    if not args.skip_spark:
-        wall, job = spark_job(root, work / "spark")
-        spark = {"wallSeconds": round(wall, 3), "jobSeconds": job.get("durationSeconds")}
-        spark_set = {normaliser.parse(p).path for p in job["orphanPaths"]}
+    cold, warm, oracle_jvm, spark, found = _others(args.skip_spark, warehouse, root, work, cutoff)
+    ours_set = {LocationNormaliser().parse(p).path for p in document["orphanPaths"]}
+    java_cold, java_warm, java_oracle = found["javaCold"], found["javaWarm"], found["javaOracle"]
     checks = {
         "oursEqualsJavaCold": ours_set == java_cold,
         "oursEqualsJavaWarm": ours_set == java_warm,
@@ -214,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         "exactlyThePlantedCount": len(ours_set) == args.orphans,
     }
     if spark:
-        checks["sparkJobEqualsJavaCold"] = spark_set == java_cold
+        checks["sparkJobEqualsJavaCold"] = found["spark"] == java_cold
     first, best = our_seconds[0], min(our_seconds)
     figures = {
         "table": {**shape, "liveFiles": None, "validFiles": document["validFiles"],
@@ -232,17 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             "sparkJob": spark,
             **built,
         },
-        "ratios": {
-            "javaColdOverOursFirst": round(cold["seconds"] / first, 2),
-            "javaColdOverOursBest": round(cold["seconds"] / best, 2),
-            "javaWarmOverOursBest": round(warm["seconds"] / best, 2),
-            "javaColdOracleJvmOverOursFirst": round(oracle_jvm["seconds"] / first, 2),
-            **(
-                {"javaWithSessionOverSparkJobWall": round(
-                    (cold["seconds"] + cold["session_seconds"]) / spark["wallSeconds"], 2)}
-                if spark else {}
-            ),
-        },
+        "ratios": _ratios(cold, warm, oracle_jvm, spark, first, best),
         "checks": checks,
         "repeat": args.repeat,
         "machine": {

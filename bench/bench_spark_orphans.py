@@ -124,7 +124,7 @@ def comparable(document: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in document.items() if key not in VOLATILE}
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -137,6 +137,60 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--worker", choices=METHODS, help=argparse.SUPPRESS)
     parser.add_argument("--table", help=argparse.SUPPRESS)
+    return parser
+
+
+def _run_methods(
+    table_dir: Path, planting: dict[str, Any], pristine: tuple[int, str], planted_old: int
+) -> tuple[tuple[int, str], dict[str, dict[str, Any]], dict[str, tuple[int, str]]]:
+    """Plant the orphans, run every method (planting again before the real Spark run); the planted tree's
+    digest, each method's run and the tree each left."""
+
+    def replant() -> tuple[int, str]:
+        remove_planted(table_dir, planting)  # what a previous run (or the last method) left
+        if tree_digest(str(table_dir)) != pristine:
+            raise RuntimeError(f"{table_dir} is not the pristine table after tidying; delete it to re-copy")
+        plant(planting, old_mtime=time.time() - 10 * DAY)
+        return tree_digest(str(table_dir))  # also warms the dentry cache for the method after it
+
+    planted_state = replant()
+    print(f"{planted_state[0]:,} files in {table_dir} ({planted_old:,} old orphans)", file=sys.stderr)
+    runs: dict[str, dict[str, Any]] = {}
+    after: dict[str, tuple[int, str]] = {}
+    for method in METHODS:
+        if method == "spark" and replant() != planted_state:
+            raise RuntimeError("planting again did not give the same tree")
+        print(f"running {method} ...", file=sys.stderr)
+        runs[method] = run_worker(method, table_dir)
+        after[method] = tree_digest(str(table_dir))
+        print(f"  {method}: {runs[method]['seconds']:.1f} s", file=sys.stderr)
+    return planted_state, runs, after
+
+
+def _problems(
+    runs: dict[str, dict[str, Any]],
+    after: dict[str, tuple[int, str]],
+    planted_state: tuple[int, str],
+    planted_old: int,
+) -> list[str]:
+    """Where the Spark job and the core disagree, a dry run changed the table, or a method missed orphans."""
+    problems = []
+    for core, spark in (("core-dry", "spark-dry"), ("core", "spark")):
+        if comparable(runs[core]["result"]) != comparable(runs[spark]["result"]):
+            problems.append(f"{core} and {spark} report different results")
+    if after["core"] != after["spark"]:
+        problems.append("core and spark left different files")
+    if after["core-dry"] != planted_state or after["spark-dry"] != planted_state:
+        problems.append("a dry run changed the table")
+    for method in METHODS:
+        if runs[method]["result"]["orphans"] != planted_old:
+            problems.append(f"{method} found {runs[method]['result']['orphans']} orphans, not {planted_old}")
+
+    return problems
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(worker(args.worker, args.table)))
@@ -158,37 +212,10 @@ def main(argv: list[str] | None = None) -> int:
     planting = plan_planting(table_dir, args.files, facts["files_in_tree"], seed=PLANTING_SEED)
     planted_old = sum(len(paths) for paths in planting["old"].values())
 
-    def replant() -> tuple[int, str]:
-        remove_planted(table_dir, planting)  # what a previous run (or the last method) left
-        if tree_digest(str(table_dir)) != pristine:
-            raise RuntimeError(f"{table_dir} is not the pristine table after tidying; delete it to re-copy")
-        plant(planting, old_mtime=time.time() - 10 * DAY)
-        return tree_digest(str(table_dir))  # also warms the dentry cache for the method after it
-
-    planted_state = replant()
-    print(f"{planted_state[0]:,} files in {table_dir} ({planted_old:,} old orphans)", file=sys.stderr)
-    runs: dict[str, dict[str, Any]] = {}
-    after: dict[str, tuple[int, str]] = {}
-    for method in METHODS:
-        if method == "spark" and replant() != planted_state:
-            raise RuntimeError("planting again did not give the same tree")
-        print(f"running {method} ...", file=sys.stderr)
-        runs[method] = run_worker(method, table_dir)
-        after[method] = tree_digest(str(table_dir))
-        print(f"  {method}: {runs[method]['seconds']:.1f} s", file=sys.stderr)
+    planted_state, runs, after = _run_methods(table_dir, planting, pristine, planted_old)
     remove_planted(table_dir, planting)
 
-    problems = []
-    for core, spark in (("core-dry", "spark-dry"), ("core", "spark")):
-        if comparable(runs[core]["result"]) != comparable(runs[spark]["result"]):
-            problems.append(f"{core} and {spark} report different results")
-    if after["core"] != after["spark"]:
-        problems.append("core and spark left different files")
-    if after["core-dry"] != planted_state or after["spark-dry"] != planted_state:
-        problems.append("a dry run changed the table")
-    for method in METHODS:
-        if runs[method]["result"]["orphans"] != planted_old:
-            problems.append(f"{method} found {runs[method]['result']['orphans']} orphans, not {planted_old}")
+    problems = _problems(runs, after, planted_state, planted_old)
 
     result = runs["core"]["result"]
     seconds = {m: runs[m]["seconds"] for m in METHODS}
