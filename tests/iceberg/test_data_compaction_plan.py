@@ -565,3 +565,19 @@ def test_with_partial_progress_a_failed_batch_is_reported_and_the_next_one_commi
     single = compact_data(_two_partitions(tmp_path / "again"), {"min-input-files": "2"})
     assert len(single.snapshot_ids) == 1 and single.groups_committed == 1
     assert single.conflicts == ("simulated concurrent rewrite",) and not single.failed_commits
+
+
+def test_where_selects_files_by_partition_and_refuses_what_does_not_parse(tmp_path) -> None:
+    table = _two_partitions(tmp_path)
+    only_a = plan_data_compaction(table, {"min-input-files": "2"}, where="cat = 'a'")
+    assert [g.partition for g in only_a.groups] == [("a",)]
+    upper = plan_data_compaction(
+        table, {"min-input-files": "2"}, where="CAT = 'b'"
+    )  # Spark: case-insensitive
+    assert [g.partition for g in upper.groups] == [("b",)]
+    # a predicate on a non-partition column projects to "always true": every partition is a candidate
+    by_id = plan_data_compaction(table, {"min-input-files": "2"}, where="id > 100")
+    assert sorted(g.partition for g in by_id.groups) == [("a",), ("b",)]
+    for bad in ("cat = ", "nosuch = 1"):
+        with pytest.raises(UsageError, match="where"):
+            plan_data_compaction(table, where=bad)

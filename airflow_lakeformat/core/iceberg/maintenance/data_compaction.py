@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_filter import partition_filter
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import FileGroup, plan_file_groups
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import (
@@ -112,6 +113,8 @@ def check_rewritable(table: IcebergTable) -> None:
 def plan_data_compaction(
     table: IcebergTable,
     options: Mapping[str, str] | CompactionOptions | None = None,
+    *,
+    where: str | None = None,
 ) -> IcebergDataCompactionPlan:
     """Which files of ``main``'s head a compaction rewrites, grouped as Java's bin-pack planner groups them.
 
@@ -119,6 +122,8 @@ def plan_data_compaction(
         table: the table.
         options: Java's ``rewrite_data_files`` options by their names (``{"min-input-files": "2"}``), or
             :class:`CompactionOptions`; the target size defaults to ``write.target-file-size-bytes``.
+        where: only files whose partition may hold rows matching this predicate (``"cat = 'a'"``; see
+            ``data_compaction_filter``); each selected file is rewritten with all its rows.
 
     Raises:
         UnsupportedFormatError: a v3 table, or a group holding a data file that is not Parquet.
@@ -130,10 +135,10 @@ def plan_data_compaction(
     head = table.snapshot(ref="main")
     if head is None:
         return IcebergDataCompactionPlan(table.name, None, 0, options, 0, 0, ())
+    keep = partition_filter(table.metadata, where) if where else None
     scan = scan_for_compaction(table, head)
-    groups = plan_file_groups(
-        scan.candidates, current_spec_id=table.metadata.default_spec_id, options=options
-    )
+    candidates = [c for c in scan.candidates if keep is None or keep(c.spec_id, c.partition)]
+    groups = plan_file_groups(candidates, current_spec_id=table.metadata.default_spec_id, options=options)
     formats = {f.path: f.file_format.upper() for f in scan.data_files}
     for group in groups:
         for candidate in group.files:

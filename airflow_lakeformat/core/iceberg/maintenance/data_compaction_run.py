@@ -196,6 +196,7 @@ def compact_data(
     options: Mapping[str, str] | CompactionOptions | None = None,
     *,
     dry_run: bool = False,
+    where: str | None = None,
     snapshot_properties: Mapping[str, str] | None = None,
     policy: RetryPolicy | None = None,
 ) -> IcebergDataCompactionResult:
@@ -206,6 +207,7 @@ def compact_data(
         options: Java's ``rewrite_data_files`` options by name (``{"min-input-files": "2"}``; see
             ``data_compaction_options``), or :class:`CompactionOptions`.
         dry_run: plan and report only; read, write and commit nothing.
+        where: a partition filter (``"cat = 'a'"``), as for :func:`plan_data_compaction`.
         snapshot_properties: extra summary properties of each ``replace`` snapshot (e.g. the commit user).
         policy: the commit retry policy (default: the table's ``commit.retry.*``).
 
@@ -218,7 +220,7 @@ def compact_data(
         CommitStateUnknownError: a commit may have landed; its files are kept and the run stops.
     """
     started = time.monotonic()
-    plan = plan_data_compaction(table, options)
+    plan = plan_data_compaction(table, options, where=where)
     if dry_run or not plan.groups:
         return IcebergDataCompactionResult(plan, dry_run=dry_run, duration_seconds=time.monotonic() - started)
     table.check_writable()
