@@ -57,7 +57,14 @@ from bench.support.commit_tables import (  # noqa: E402
     run_raw_compaction,
     table_facts,
 )
-from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, machine_facts, ours_package, run_json  # noqa: E402
+from bench.support.runs import (  # noqa: E402
+    DEFAULT_WORK_DIR,
+    RESULTS_DIR,
+    machine_facts,
+    ours_package,
+    run_json,
+    write_result,
+)
 
 DEFAULT_SIZES = (1_000, 100_000, 1_000_000)
 LAYOUTS = ("compacted", "fragmented")
@@ -304,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         result["compaction"] = _benchmark_compaction(args, me, work_dir, output, failures)
     result["failures"] = failures
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(output, result)
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1

@@ -39,6 +39,7 @@ REPO_ROOT = BENCH_DIR.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench.support.access import link_copy  # noqa: E402
 from bench.support.runs import load_average, machine_facts  # noqa: E402
 from bench.support.spark import FIELDS, rows_table, spark_submit  # noqa: E402
 
@@ -81,10 +82,6 @@ def ensure_table(args: argparse.Namespace) -> tuple[Path, dict[str, Any]]:
     }
     marker.write_text(json.dumps(facts))
     return table_dir, facts
-
-
-def linked_copy(source: Path, target: Path) -> None:
-    shutil.copytree(source, target, copy_function=os.link)
 
 
 def worker(method: str, table_dir: str, target_file_size: int, min_file_count: int) -> dict[str, Any]:
@@ -179,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-compact-", dir=args.work_dir) as scratch:
         for method in METHODS:
             copy = Path(scratch) / method
-            linked_copy(table_dir, copy)
+            link_copy(table_dir, copy)
             print(f"running {method} ...", file=sys.stderr)
             if method == "spark":
                 document = spark_submit(

@@ -374,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
         "wall_seconds": round(_now() - started, 1),
     }
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    from bench.support.runs import write_result
+
+    write_result(output, result)
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1

@@ -49,7 +49,7 @@ if str(REPO_ROOT) not in sys.path:
 from bench.support.access import AccessCounter, link_copy  # noqa: E402
 from bench.support.memory import memory_around  # noqa: E402
 from bench.support.paimon_history import DAY, PARTITIONS, HistoryWriter, walk_files  # noqa: E402
-from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, machine_facts, run_json  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, machine_facts, run_json, write_result  # noqa: E402
 
 DEFAULT_SIZES = (10_000, 100_000)
 DEFAULT_EXPIRE = (100, 1_000)
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         "failures": failures,
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(output, result)
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1

@@ -68,7 +68,7 @@ from bench.support.iceberg_orphan_table import ensure_table, local_path  # noqa:
 from bench.support.memory import memory_around  # noqa: E402
 from bench.support.orphan_table import PhaseClock, project, worker_walk  # noqa: E402
 from bench.support.paimon_history import tree_digest  # noqa: E402
-from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, MiB, machine_facts, run_json  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, MiB, machine_facts, run_json, write_result  # noqa: E402
 from bench.support.tree_memory import run_json_sampled  # noqa: E402
 
 GOAL_FILES_PER_SECOND = 200_000
@@ -382,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(output, result)
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1

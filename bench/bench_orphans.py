@@ -68,7 +68,15 @@ from bench.support.orphan_table import (  # noqa: E402
     worker_walk,
 )
 from bench.support.paimon_history import DAY, tree_digest  # noqa: E402
-from bench.support.runs import DEFAULT_WORK_DIR, RESULTS_DIR, MiB, machine_facts, run_json, run_json_env  # noqa: E402
+from bench.support.runs import (  # noqa: E402
+    DEFAULT_WORK_DIR,
+    RESULTS_DIR,
+    MiB,
+    machine_facts,
+    run_json,
+    run_json_env,
+    write_result,
+)
 
 
 def worker_raw_used(table_dir: str, full: bool = True) -> dict[str, Any]:
@@ -386,7 +394,7 @@ def run_benchmark(
         "failures": failures,
         "wall_seconds": round(time.perf_counter() - started, 1),
     }
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(output, result)
     print_summary(result)
     print(f"results: {output}")
     return 0 if not failures else 1

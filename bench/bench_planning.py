@@ -58,6 +58,7 @@ from bench.support.runs import (  # noqa: E402
     ours_package,
     pypaimon_python,
     run_json,
+    write_result,
 )
 
 PYPAIMON_SCRIPT = BENCH_DIR / "pypaimon_plan.py"
@@ -242,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
         print("profiling ours (read_parallelism=1) ...", file=sys.stderr)
         profile_lines = profile_ours(str(table_dir), output.with_suffix(".profile.txt"), 15)
     result = _result(args, methods, table_dir, stats, mismatches, profile_lines)
-    output.write_text(json.dumps(result, indent=2) + "\n")
+    write_result(output, result)
     _print_summary(args, result, stats)
     print(f"results: {output}")
     return 0 if not mismatches else 1

@@ -51,7 +51,7 @@ from bench.support.orphan_table import (  # noqa: E402
     remove_planted,
 )
 from bench.support.paimon_history import DAY, tree_digest  # noqa: E402
-from bench.support.runs import DEFAULT_WORK_DIR, machine_facts  # noqa: E402
+from bench.support.runs import DEFAULT_WORK_DIR, machine_facts, write_result  # noqa: E402
 
 RESULT_PATH = BENCH_DIR / "results" / "spark_orphans.json"
 PLANTING_SEED = 20261122  # the same orphans in every run and before both real runs
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         "wallSeconds": round(time.perf_counter() - started, 1),
     }
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(summary, indent=2) + "\n")
+    write_result(output, summary)
     print(f"\n{'method':<10} {'wall s':>8} {'job s':>8} {'listed/s':>10} {'peak RSS MiB':>13}")
     for m in METHODS:
         print(

@@ -106,6 +106,13 @@ def ours_package() -> str:
     return str(Path(airflow_lakeformat.__file__).parent)
 
 
+def write_result(path: Path | str, document: dict[str, Any]) -> None:
+    """Write a result file (bench/results/*.json by default): indented JSON and a final newline."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+
+
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (other work on the machine skews every timing)."""
     return [round(x, 2) for x in os.getloadavg()]
