@@ -48,10 +48,9 @@ from bench.support.commit_tables import (  # noqa: E402
     APPEND_FILES,
     COMPACTION_FILES,
     FRAGMENT_FILES,
-    PARTITIONS,
     RAW_BLOCK_RECORDS,
     TAIL_COMMITS,
-    EntryFactory,
+    append_batches,
     ensure_table,
     raw_commit_floor,
     run_raw_compaction,
@@ -78,16 +77,6 @@ MiB = 1024 * 1024
 
 
 # ---- benchmark 1: append latency (worker) ------------------------------------------------------
-
-
-def _append_batches(table: Any, count: int, seed: int) -> list[list[Any]]:
-    factory = EntryFactory(table.schema.partition_types, seed)
-    factory.sequence = 10**15  # far above the generated history
-    ms = factory.epoch_ms + 10**8
-    return [
-        list(factory.entries(APPEND_FILES, lambda j: PARTITIONS - 1 - j % 3, ms + i * 1000))
-        for i in range(count)
-    ]
 
 
 def _merge_effect(table: Any, result: Any) -> dict[str, Any]:
@@ -122,7 +111,7 @@ def _append_no_merge(source: Path, scratch_dir: Path, repeat: int, warmup: int) 
     table = Table.open(str(scratch_dir / "a"))
     committer = Committer(table, "bench-append")
     link_copy(source, scratch_dir / "raw")
-    batches = _append_batches(table, warmup + repeat + 1, seed=1)
+    batches = append_batches(table, warmup + repeat + 1, seed=1)
     times, raw_times, modes = [], [], set()
     for i, batch in enumerate(batches[: warmup + repeat]):
         # ours and the raw floor alternate, so drift affects both alike
@@ -160,7 +149,7 @@ def _append_policy(source: Path, scratch_dir: Path, policy_commits: int) -> dict
     from airflow_lakeformat.core.paimon.commit import Committer
     from airflow_lakeformat.core.paimon.table import Table
 
-    policy_batches = _append_batches(Table.open(str(scratch_dir / "a")), policy_commits, seed=2)
+    policy_batches = append_batches(Table.open(str(scratch_dir / "a")), policy_commits, seed=2)
     runs: list[dict[str, Any]] = []
     for label in ("timed", "counted"):
         link_copy(source, scratch_dir / label)

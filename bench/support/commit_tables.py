@@ -277,3 +277,14 @@ def run_raw_compaction(table_dir: str, out_dir: str, target: int) -> dict[str, i
     if pending:
         close()
     return {"manifests_read": len(metas), "entries_written": records, "files_written": files}
+
+
+def append_batches(table: Any, count: int, seed: int) -> list[list[Any]]:
+    """``count`` batches of the timed commits' new ADD entries, far above the generated history."""
+    factory = EntryFactory(table.schema.partition_types, seed)
+    factory.sequence = 10**15  # far above the generated history
+    ms = factory.epoch_ms + 10**8
+    return [
+        list(factory.entries(APPEND_FILES, lambda j: PARTITIONS - 1 - j % 3, ms + i * 1000))
+        for i in range(count)
+    ]
