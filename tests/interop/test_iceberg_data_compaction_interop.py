@@ -9,6 +9,7 @@ added, none removed). One oracle request reads everything after the runs.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -17,6 +18,7 @@ import pytest
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
+from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import hadoop_checksum
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (
     RewriteCommit,
@@ -56,6 +58,11 @@ def test_java_reads_the_same_rows_after_our_compaction(
     fresh_java_iceberg_warehouse: JavaIcebergWarehouse,
 ) -> None:
     w = fresh_java_iceberg_warehouse
+    hadoop = [n for n in COMPACTED if not w.tables[n]["identifier"].startswith(f"{JDBC_CATALOG}.")]
+    # the checksum Hadoop's file system keeps beside version-hint.text: our formula on Java's own files
+    for name in hadoop:
+        hint, crc = _hint_and_checksum(w, name)
+        assert hadoop_checksum(hint) == crc, name
     results = {name: compact_data(_open(w, name), OPTIONS) for name in COMPACTED}
     rewritten = [name for name, r in results.items() if r.snapshot_id is not None]
     assert {"v2_mor", "many_commits"} <= set(rewritten), {n: r.summary() for n, r in results.items()}
@@ -77,6 +84,14 @@ def test_java_reads_the_same_rows_after_our_compaction(
         assert sum(f["record_count"] for f in after) == len(rows), name
         ours = {f["file_path"] for f in after} - {f["file_path"] for f in before}
         assert len(ours) == results[name].files_added, name
+        if name in hadoop:  # our commit rewrote the hint and kept its checksum true
+            hint, crc = _hint_and_checksum(w, name)
+            assert hadoop_checksum(hint) == crc and int(hint) > 1, name
+
+
+def _hint_and_checksum(w: JavaIcebergWarehouse, name: str) -> tuple[bytes, bytes]:
+    metadata = Path(w.tables[name]["path"]) / "metadata"
+    return (metadata / "version-hint.text").read_bytes(), (metadata / ".version-hint.text.crc").read_bytes()
 
 
 def test_a_group_of_an_older_spec_is_refused_and_the_table_left_as_it_was(

@@ -83,6 +83,22 @@ def normalise_root(identifier: str | Identifier) -> str:
     return root
 
 
+def hadoop_checksum(data: bytes, bytes_per_checksum: int = 512) -> bytes:
+    """The ``.crc`` file Hadoop's ``ChecksumFileSystem`` keeps beside ``data``: ``crc\\0``, the chunk size, then
+    one big-endian CRC-32 per chunk (``ChecksumFileSystem.CHECKSUM_VERSION``, ``DataChecksum.Type.CRC32``).
+
+    Example:
+        >>> hadoop_checksum(b"1").hex()
+        '637263000000020083dcefb7'
+    """
+    import struct
+    import zlib
+
+    chunks = [data[i : i + bytes_per_checksum] for i in range(0, len(data), bytes_per_checksum)] or [b""]
+    sums = b"".join(struct.pack(">I", zlib.crc32(chunk)) for chunk in chunks if chunk)
+    return b"crc\x00" + struct.pack(">i", bytes_per_checksum) + sums
+
+
 class HadoopLayoutCatalog(NoopCatalog):
     """Path-identified Iceberg tables in the Hadoop layout, readable and committable.
 
@@ -308,8 +324,14 @@ class HadoopLayoutCatalog(NoopCatalog):
     @staticmethod
     def _write_version_hint(io: FileIO, metadata_dir: str, version: int) -> None:
         hint = io.join(metadata_dir, metadata_files.VERSION_HINT)
+        data = str(version).encode("ascii")
         try:
-            io.write_atomic(hint, str(version).encode("ascii"))
+            io.write_atomic(hint, data)
+            # Hadoop's local file system (Java's HadoopTableOperations writes through it) keeps a checksum
+            # beside the hint; left stale, every later Java load logs a ChecksumException and lists metadata/.
+            checksum = io.join(metadata_dir, f".{metadata_files.VERSION_HINT}.crc")
+            if io.exists(checksum):
+                io.write_atomic(checksum, hadoop_checksum(data))
         except Exception as exc:  # the commit has landed; readers walk forward past a stale hint
             log.warning("committed version %d but could not update %s: %r", version, io.uri(hint), exc)
 
