@@ -22,7 +22,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Literal, TextIO
 
-from airflow_lakeformat.cli.output import emit
+from airflow_lakeformat.cli.output import finish
 from airflow_lakeformat.cli.tables import catalog_properties
 from airflow_lakeformat.core.errors import LakeformatError, UnknownTableFormatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
@@ -195,7 +195,7 @@ def _create_iceberg(
         catalog_properties=properties or None,
         storage_options=parse_storage_options(args.storage_option),
     )
-    emit(args.json, created.to_json(), created.summary(), out)
+    finish(args.json, _document(created.to_json()), created.summary(), out)
 
 
 def _sql_column(field: DataField) -> SqlColumn:
@@ -234,8 +234,14 @@ def _create_paimon(
     storage = parse_storage_options(args.storage_option)
     _refuse_iceberg_table_at(args.table, storage)
     table = create_table(args.table, schema, storage)
-    document = {"table": table.uri, "format": "paimon", "schema": schema.to_json()}
-    emit(args.json, document, f"created {table.uri} (schema 0, {len(schema.fields)} fields)", out)
+    document = _document({"table": table.uri, "format": "paimon", "schema": schema.to_json()})
+    finish(args.json, document, f"created {table.uri} (schema 0, {len(schema.fields)} fields)", out)
+
+
+def _document(created: dict[str, Any]) -> dict[str, Any]:
+    """The create-table document of either format: ``operation``, ``format``, ``table``, ``dryRun`` first (as
+    every changing command's), then the format's own: its schema as the format writes it."""
+    return {"operation": "create-table", "dryRun": False, **created}
 
 
 def _refuse_iceberg_table_at(uri: str, storage_options: dict[str, Any]) -> None:

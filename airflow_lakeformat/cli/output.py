@@ -25,14 +25,6 @@ def error_document(kind: str, message: str, exit_code: int) -> dict[str, Any]:
     return {"error": {"type": kind, "message": message, "exitCode": exit_code}}
 
 
-def emit(json_output: bool, document: Any, line: str, out: TextIO) -> None:
-    """The document with ``--json``, else the one summary line."""
-    if json_output:
-        emit_json(document, out)
-        return
-    out.write(line + "\n")
-
-
 def print_rows(rows: list[dict[str, Any]], columns: Sequence[str], out: TextIO) -> None:
     """A left-aligned table: a header of the column names, then one line per row."""
     cells = [[cell(row.get(c)) for c in columns] for row in rows]
