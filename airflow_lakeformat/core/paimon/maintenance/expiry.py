@@ -34,6 +34,7 @@ from typing import Any
 
 from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError, PlanOutdatedError
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
+from airflow_lakeformat.core.maintenance.orphan_report import utc_iso
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import paths
 from airflow_lakeformat.core.paimon.maintenance.expiry_files import (  # the Spark job imports them from here
@@ -315,7 +316,7 @@ def _expiry_range(
             end = snapshot_id
             reason = (
                 f"snapshot {snapshot_id} was superseded less than {options.time_retained} ago "
-                f"(snapshot {successor} at {successor_time} ms)"
+                f"(snapshot {successor} at {utc_iso(successor_time / 1000)})"
             )
             break
     decisions.append(reason)
