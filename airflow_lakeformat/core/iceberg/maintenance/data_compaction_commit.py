@@ -28,29 +28,17 @@ Each attempt of the one retry loop (``write.commit.commit_with_retry``) works on
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 from pyiceberg.manifest import (
     ManifestContent,
-    ManifestEntry,
-    ManifestEntryStatus,
-    ManifestWriter,
-    ManifestWriterV2,
-    write_manifest,
-    write_manifest_list,
 )
-from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import (
-    Operation,
     Snapshot,
-    SnapshotSummaryCollector,
-    Summary,
-    update_snapshot_summaries,
 )
-from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 
 from airflow_lakeformat.core.errors import CommitConflictError
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_deletes import DeleteIndex, dangling_deletes
@@ -60,15 +48,18 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import (
 )
 from airflow_lakeformat.core.iceberg.metadata.entries import CONTENT_DATA
 from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
-from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
-from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore, read_entries, writer_schema
+from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore
+from airflow_lakeformat.core.iceberg.write.replace import (
+    replace_summary,
+    rewrite_manifests_removing,
+    stage_replace,
+    write_added_manifest,
+)
 
 if TYPE_CHECKING:
-    from pyiceberg.avro.codecs import AvroCompressionCodec
-    from pyiceberg.manifest import DataFile, ManifestFile
+    from pyiceberg.manifest import DataFile
     from pyiceberg.table import Transaction
     from pyiceberg.table.metadata import TableMetadata
-    from pyiceberg.typedef import TableVersion
 
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 
@@ -147,17 +138,6 @@ def find_conflicts(
     return conflicts
 
 
-class _DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg 0.12 writes data manifests only; a delete manifest differs in its ``content``."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
-
-
 def dangling_after(
     table: IcebergTable,
     head: Snapshot,
@@ -199,95 +179,6 @@ def _delete_data_files(table: IcebergTable, head: Snapshot, paths: Sequence[str]
     return [found[p] for p in paths]
 
 
-def _summary(
-    metadata: TableMetadata,
-    head: Snapshot,
-    removed: Sequence[DataFile],
-    added: Sequence[DataFile],
-    extra: Mapping[str, str],
-) -> Summary:
-    collector = SnapshotSummaryCollector()
-    schema = metadata.schema()
-    for data_file in added:
-        collector.add_file(data_file, schema, metadata.specs()[data_file.spec_id])
-    for data_file in removed:
-        collector.remove_file(data_file, schema, metadata.specs()[data_file.spec_id])
-    properties = {**{str(k): str(v) for k, v in extra.items()}, **collector.build()}
-    with_totals = update_snapshot_summaries(
-        Summary(Operation.OVERWRITE, **properties),
-        previous_summary=head.summary.additional_properties if head.summary else None,
-    )
-    return Summary(Operation.REPLACE, **with_totals.additional_properties)
-
-
-def _manifest_writer(
-    metadata: TableMetadata, manifest: ManifestFile, output: Any, snapshot_id: int, codec: Any
-) -> ManifestWriter:
-    spec = metadata.specs()[manifest.partition_spec_id]
-    schema = writer_schema(spec, metadata)
-    if manifest.content == ManifestContent.DELETES:
-        return _DeleteManifestWriter(spec, schema, output, snapshot_id, codec)
-    return write_manifest(
-        cast("TableVersion", int(metadata.format_version)), spec, schema, output, snapshot_id, codec
-    )
-
-
-def _write_manifests(
-    table: IcebergTable,
-    metadata: TableMetadata,
-    head: Snapshot,
-    snapshot_id: int,
-    commit: RewriteCommit,
-    removed: set[str],
-    added: Sequence[DataFile],
-    store: ManifestStore,
-) -> list[ManifestFile]:
-    """Step 2: the new manifest list's manifests (new, rewritten, untouched data, then delete manifests).
-
-    ``removed`` holds the replaced data files and the dangling delete files: every manifest holding one is
-    rewritten with it as DELETED and the rest as EXISTING.
-    """
-    codec: Any = metadata.properties.get("write.avro.compression-codec", "gzip")
-    manifests = read_manifests(table, head)
-    holders = {f.manifest_path for f in live_files(table, head) if f.path in removed}
-    result: list[ManifestFile] = []
-    if added:
-        spec = metadata.spec()
-        location = store.manifest_location()
-        store.written.append(location)
-        output = table.table.io.new_output(location)
-        version = cast("TableVersion", int(metadata.format_version))
-        sequence = commit.starting_sequence_number if commit.use_starting_sequence_number else None
-        with write_manifest(
-            version, spec, writer_schema(spec, metadata), output, snapshot_id, codec
-        ) as writer:
-            for data_file in added:
-                entry = ManifestEntry.from_args(
-                    status=ManifestEntryStatus.ADDED,
-                    snapshot_id=snapshot_id,
-                    sequence_number=sequence,
-                    data_file=data_file,
-                )
-                writer.add(entry)
-        result.append(writer.to_manifest_file())
-    rewritten: dict[str, ManifestFile] = {}
-    to_rewrite = [m for m in manifests if m.manifest_path in holders]
-    for manifest, entries in read_entries(table, to_rewrite, f"snapshot {head.snapshot_id}"):
-        location = store.manifest_location()
-        store.written.append(location)
-        output = table.table.io.new_output(location)
-        with _manifest_writer(metadata, manifest, output, snapshot_id, codec) as rewriter:
-            for entry in entries:
-                if entry.data_file.file_path in removed:
-                    rewriter.delete(entry)
-                else:
-                    rewriter.existing(entry)
-        rewritten[manifest.manifest_path] = rewriter.to_manifest_file()
-    for content in (ManifestContent.DATA, ManifestContent.DELETES):
-        result += [rewritten.get(m.manifest_path, m) for m in manifests if m.content == content]
-    return result
-
-
 def stage_rewrite(
     tx: Transaction, table: IcebergTable, commit: RewriteCommit, staged: StagedRewrite
 ) -> StagedRewrite:
@@ -320,49 +211,17 @@ def stage_rewrite(
     )
     snapshot_id = metadata.new_snapshot_id()
     store = ManifestStore(table, metadata, dry_run=False)
+    sequence = commit.starting_sequence_number if commit.use_starting_sequence_number else None
+    dropped = list(removed.values()) + _delete_data_files(table, head, staged.deletes_removed)
     try:
         gone = set(removed) | set(staged.deletes_removed)
-        manifests = _write_manifests(table, metadata, head, snapshot_id, commit, gone, added, store)
-        sequence_number = metadata.next_sequence_number()
-        list_location = store.manifest_list_location(snapshot_id, 0)
-        store.written.append(list_location)
-        with write_manifest_list(
-            cast("TableVersion", int(metadata.format_version)),
-            table.table.io.new_output(list_location),
-            snapshot_id,
-            head.snapshot_id,
-            sequence_number,
-            cast("AvroCompressionCodec", metadata.properties.get("write.avro.compression-codec", "gzip")),
-        ) as list_writer:
-            list_writer.add_manifests(manifests)
+        new = write_added_manifest(
+            table, metadata, store, snapshot_id, ManifestContent.DATA, [(f, sequence) for f in added]
+        )
+        kept = rewrite_manifests_removing(table, metadata, head, snapshot_id, gone, store)
+        summary = replace_summary(metadata, head, dropped, added, commit.snapshot_properties)
+        stage_replace(tx, table, head, snapshot_id, ([new] if new else []) + kept, summary, store)
     finally:
         staged.manifests_written = list(store.written)
-    ref = metadata.refs[MAIN_BRANCH]
-    dropped = list(removed.values()) + _delete_data_files(table, head, staged.deletes_removed)
-    summary = _summary(metadata, head, dropped, added, commit.snapshot_properties)
-    snapshot = Snapshot.model_validate(
-        {
-            "snapshot-id": snapshot_id,
-            "parent-snapshot-id": head.snapshot_id,
-            "sequence-number": sequence_number,
-            "timestamp-ms": max(int(time.time() * 1000), metadata.last_updated_ms),
-            "manifest-list": list_location,
-            "summary": summary,
-            "schema-id": metadata.current_schema_id,
-        }
-    )
-    set_ref = SetSnapshotRefUpdate.model_validate(
-        {
-            "snapshot-id": snapshot_id,
-            "ref-name": MAIN_BRANCH,
-            "type": SnapshotRefType.BRANCH,
-            # pyiceberg's producers drop a branch's retention settings here; keep them.
-            "max-ref-age-ms": ref.max_ref_age_ms,
-            "max-snapshot-age-ms": ref.max_snapshot_age_ms,
-            "min-snapshots-to-keep": ref.min_snapshots_to_keep,
-        }
-    )
-    requirement = AssertRefSnapshotId.model_validate({"snapshot-id": head.snapshot_id, "ref": MAIN_BRANCH})
-    tx._apply((AddSnapshotUpdate(snapshot=snapshot), set_ref), (requirement,))
     staged.snapshot_id = snapshot_id
     return staged
