@@ -323,19 +323,21 @@ def duration(text: str) -> timedelta:
 
 
 def older_than_argument(text: str) -> timedelta | str:
-    """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text)."""
-    from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import parse_older_than
+    """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text).
+
+    The check is the facade's (``core/maintenance/facade_base.py``), format-neutral: which format takes a
+    timestamp is decided when the table is known.
+    """
+    from airflow_lakeformat.core.errors import UsageError
+    from airflow_lakeformat.core.maintenance.facade_base import expiry_older_than
 
     _refuse_bare_number(text)
     try:
-        return parse_duration(text)
-    except ValueError:
-        pass
-    try:
-        parse_older_than(text, 0)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-    return text
+        value = expiry_older_than(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("older_than: ")) from exc
+    assert isinstance(value, (timedelta, str))  # text in, a duration or the timestamp's text out
+    return value
 
 
 def add_deleting_run_flags(parser: argparse.ArgumentParser) -> None:

@@ -90,3 +90,20 @@ def test_completion_scripts_come_from_the_parser(tmp_path: Path, shell: str) -> 
     assert completions(str(script), "lakeformat files /wh/t --format ice") == ["iceberg"]
     assert "--retain-min" in completions(str(script), "lakeformat expire /wh/t --")
     assert "--retain-min" not in completions(str(script), "lakeformat files /wh/t --")
+
+
+@pytest.mark.parametrize("module", ["maintenance", "tables", "output", "completion", "errors", "parser"])
+def test_the_command_modules_reach_the_formats_only_through_the_facade(module: str) -> None:
+    """cli/maintenance.py (and the shared modules) import no format package: open_table picks the format."""
+    import ast
+
+    import airflow_lakeformat.cli as cli_package
+
+    source = Path(cli_package.__file__).with_name(f"{module}.py").read_text()
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, (ast.Import, ast.ImportFrom))
+        for alias in node.names
+    ]
+    assert imported and not [m for m in imported if m and m.startswith(FORMATS)], imported
