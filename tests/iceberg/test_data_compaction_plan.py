@@ -581,3 +581,37 @@ def test_where_selects_files_by_partition_and_refuses_what_does_not_parse(tmp_pa
     for bad in ("cat = ", "nosuch = 1"):
         with pytest.raises(UsageError, match="where"):
             plan_data_compaction(table, where=bad)
+
+
+# --- compact-deletes (rewrite_position_delete_files) --------------------------------------------------------
+
+from airflow_lakeformat.core.iceberg.maintenance.delete_compaction import (  # noqa: E402
+    compact_deletes,
+    plan_delete_compaction,
+)
+
+
+def test_compact_deletes_takes_only_javas_options_and_its_dry_run_changes_nothing(tmp_path) -> None:
+    table, _ = _small_files_with_deletes(tmp_path)
+    with pytest.raises(UsageError, match="delete-file-threshold"):
+        plan_delete_compaction(table, {"delete-file-threshold": "1"})
+    plan = plan_delete_compaction(table)
+    assert plan.groups == () and plan.live_delete_files == 1  # one position file; the other is equality
+    assert plan.options.target_file_size_bytes == 64 * 1024 * 1024  # write.delete.target-file-size-bytes
+    head = table.snapshot(ref="main").snapshot_id
+    result = compact_deletes(table, {"rewrite-all": "true"}, dry_run=True)
+    assert result.dry_run and result.plan.files_to_rewrite == 1 and result.snapshot_id is None
+    table.refresh()
+    assert table.snapshot(ref="main").snapshot_id == head
+
+
+def test_compact_deletes_rewrites_a_delete_file_at_its_inputs_largest_sequence_number(tmp_path) -> None:
+    table, _ = _small_files_with_deletes(tmp_path)
+    before = {f.path: f for f in live_files(table, table.snapshot(ref="main")) if f.content == 1}
+    result = compact_deletes(table, {"rewrite-all": "true"})
+    assert result.snapshot_id is not None and result.files_added == 1 and result.dangling_records == 0
+    table.refresh()
+    after = [f for f in live_files(table, table.snapshot(ref="main")) if f.content == 1]
+    assert len(after) == 1 and after[0].path not in before
+    assert after[0].data_sequence_number == max(f.data_sequence_number for f in before.values())
+    assert after[0].record_count == sum(f.record_count for f in before.values())

@@ -28,6 +28,7 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import rewrite_group
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path
+from airflow_lakeformat.core.iceberg.maintenance.delete_compaction import compact_deletes
 from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
@@ -189,3 +190,34 @@ def test_an_equality_delete_and_an_append_landing_during_our_compaction_keep_the
 
 def _ids(rows: list[dict[str, Any]]) -> list[int]:
     return sorted(int(r["id"]) for r in rows)
+
+
+def test_compact_deletes_merges_position_deletes_and_drops_dangling_records_as_java_reads_them(
+    fresh_java_iceberg_warehouse: JavaIcebergWarehouse,
+) -> None:
+    w = fresh_java_iceberg_warehouse
+    name = "v2_mor"
+    identifier = w.tables[name]["identifier"]
+    before = w.baseline[name]
+    delete_files_before = [
+        f
+        for f in before["files"]["snapshots"][str(before["files"]["current_snapshot_id"])]
+        if f["content"] == 1
+    ]
+    merged = compact_deletes(_open(w, name), {"rewrite-all": "true"})
+    assert merged.snapshot_id is not None and merged.dangling_records == 0, merged.summary()
+    files, rows = w.batch(
+        [["files", "--table", identifier, "--source", "java"], ["rows", "--table", identifier]]
+    )
+    assert rows == before["rows"]
+    after = [f for f in files if f["content"] == 1]
+    assert len(after) < len(delete_files_before)
+    assert sum(f["record_count"] for f in after) == sum(f["record_count"] for f in delete_files_before)
+    # after a data compaction (dangling deletes kept), every remaining delete record is dangling: all go
+    compact_data(_open(w, name), {"rewrite-all": "true"})
+    cleaned = compact_deletes(_open(w, name), {"rewrite-all": "true"})
+    assert cleaned.dangling_records == sum(f["record_count"] for f in after) and cleaned.files_added == 0
+    files, rows = w.batch(
+        [["files", "--table", identifier, "--source", "java"], ["rows", "--table", identifier]]
+    )
+    assert rows == before["rows"] and [f for f in files if f["content"] == 1] == []

@@ -176,7 +176,9 @@ def _commit_batch(
         )
 
         def stage(tx: Transaction) -> StagedRewrite:
-            _discard(table, staged.manifests_written, "a concurrent commit won; validating on the new head")
+            discard_written(
+                table, staged.manifests_written, "a concurrent commit won; validating on the new head"
+            )
             return stage_rewrite(tx, table, commit, staged)
 
         commit_with_retry(table, stage, description="data compaction", policy=policy)
@@ -184,10 +186,10 @@ def _commit_batch(
         log.warning("%s: data compaction outcome unknown; keeping %d written files", table.name, len(written))
         raise
     except BaseException:
-        _discard(table, written + staged.manifests_written, "the compaction was not committed")
+        discard_written(table, written + staged.manifests_written, "the compaction was not committed")
         raise
     skipped = [loc for n, r in enumerate(rewritten) if n in staged.conflicts for loc in r.locations]
-    _discard(table, skipped, "its group conflicted and was not committed")
+    discard_written(table, skipped, "its group conflicted and was not committed")
     return staged, [r for n, r in enumerate(rewritten) if n not in staged.conflicts]
 
 
@@ -260,7 +262,7 @@ def compact_data(
     )
 
 
-def _discard(table: IcebergTable, locations: list[str], why: str) -> None:
+def discard_written(table: IcebergTable, locations: list[str], why: str) -> None:
     """Remove files this run wrote that no snapshot references (only when their commit definitely did not land)."""
     if not locations:
         return

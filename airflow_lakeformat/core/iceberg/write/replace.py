@@ -92,15 +92,17 @@ def write_added_manifest(
     snapshot_id: int,
     content: ManifestContent,
     files: Iterable[tuple[DataFile, int | None]],
+    spec: PartitionSpec | None = None,
 ) -> ManifestFile | None:
-    """One manifest of ADDED entries of the current spec: ``(file, explicit data sequence number or None)``."""
+    """One manifest of ADDED entries of ``spec`` (default: the current one): ``(file, explicit data sequence
+    number or None)``."""
     files = list(files)
     if not files:
         return None
     location = store.manifest_location()
     store.written.append(location)
     output = table.table.io.new_output(location)
-    with manifest_writer(metadata, content, metadata.spec(), output, snapshot_id) as writer:
+    with manifest_writer(metadata, content, spec or metadata.spec(), output, snapshot_id) as writer:
         for data_file, sequence_number in files:
             entry = ManifestEntry.from_args(
                 status=ManifestEntryStatus.ADDED,
