@@ -1,4 +1,6 @@
-"""Iceberg data compaction's planner and options, on values, against Java 1.10.2's documented behaviour.
+"""Iceberg data compaction in the worker: options, planner, delete index, rewrite, the replace commit, partial
+progress, the partition filter and compact-deletes (Java 1.10.2 semantics; Java itself reads the results in
+tests/interop/test_iceberg_data_compaction_interop.py).
 
 The numbers are those of Java's ``SizeBasedFileRewritePlanner``/``BinPackRewriteFilePlanner`` (the worked table
 in the project's data-compaction reference, observed on the Java oracle): sizing of a group, file and group
