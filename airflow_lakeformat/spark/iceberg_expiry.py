@@ -2,7 +2,9 @@
 
 Same job, same arguments as for Paimon tables where the concepts match (``--older-than``, ``--retain-min`` =
 Iceberg's ``--retain-last``, ``--dry-run``, ``--parallelism``); Iceberg also takes ``--retain-last``,
-``--snapshot-id`` (repeatable), ``--clean-expired-metadata`` and an ISO-8601 ``--older-than``. The rules and
+``--snapshot-id`` (repeatable), ``--clean-expired-metadata`` and an ISO-8601 ``--older-than``. The job
+(``spark/jobs/expire_snapshots.py``) opened the table through the facade and checked the arguments
+(``table.maintenance.check_expire_snapshots``: Paimon's options refused by name). The rules and
 the result are the in-process run's (:mod:`airflow_lakeformat.core.iceberg.maintenance.expiry`, Java's
 ``expire_snapshots``), built from the same blocks:
 
@@ -26,9 +28,8 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_lakeformat.core.formats import detect_format
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 from airflow_lakeformat.core.iceberg.maintenance.expiry import (
     execute_snapshot_expiry,
@@ -42,16 +43,11 @@ from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, Deletion
 from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext
 
+if TYPE_CHECKING:
+    from airflow_lakeformat.core.tables import IcebergLakeTable
+
 _TASK_IO_THREADS = 8
 RECHECK_INTERVAL_SECONDS = 1.0
-
-
-def is_iceberg(uri: str, options: dict[str, Any]) -> bool:
-    """True when the job's table is an Iceberg table (its files say so)."""
-    try:
-        return detect_format(uri, storage_options=options) == "iceberg"
-    except Exception:  # not a table of either format: the Paimon path reports it as it always did
-        return False
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -65,21 +61,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Iceberg: drop specs and schemas no snapshot uses",
     )
-
-
-def refuse_iceberg_only_arguments(args: argparse.Namespace) -> None:
-    """A Paimon table given an Iceberg-only flag or an ISO timestamp: refused rather than ignored."""
-    given = [
-        f"--{name.replace('_', '-')}"
-        for name in ("retain_last", "snapshot_id", "clean_expired_metadata")
-        if getattr(args, name, None)
-    ]
-    if given:
-        raise ValueError(f"{', '.join(given)}: only for Iceberg tables")
-    if isinstance(getattr(args, "older_than", None), str):
-        raise ValueError(
-            "--older-than: a timestamp is only accepted for Iceberg tables (Paimon takes a duration)"
-        )
 
 
 # -- executors -----------------------------------------------------------------------------------
@@ -140,22 +121,12 @@ def delete_partition(
 # -- the driver ----------------------------------------------------------------------------------
 
 
-def run(context: JobContext) -> dict[str, Any]:
-    """The job on an Iceberg table (the module docstring); returns the result document."""
+def run(context: JobContext, lake_table: IcebergLakeTable) -> dict[str, Any]:
+    """The job on an Iceberg table (the module docstring); the arguments were checked by the facade."""
     started = time.monotonic()
-    args = context.args
+    args, table = context.args, lake_table.native
     uri, options = args.table, context.executor_options
-    given = [
-        f"--{n.replace('_', '-')}"
-        for n in ("retain_max", "max_deletes")
-        if getattr(args, n, None) is not None
-    ]
-    if given:
-        raise ValueError(f"{', '.join(given)}: only for Paimon tables")
-    retain_last, retain_min = args.retain_last, args.retain_min
-    if retain_last is not None and retain_min is not None and retain_last != retain_min:
-        raise ValueError("--retain-last and --retain-min are the same setting for Iceberg tables: give one")
-    table = open_path_table(uri, options)
+    retain_last = args.retain_last if args.retain_last is not None else args.retain_min
     sc = context.spark.sparkContext
 
     def loader(kind: str, wanted: list[tuple[str, str]]) -> list[tuple[int, Any]]:
@@ -169,7 +140,7 @@ def run(context: JobContext) -> dict[str, Any]:
     plan = plan_snapshot_expiry(
         table,
         older_than=args.older_than,
-        retain_last=retain_last if retain_last is not None else retain_min,
+        retain_last=retain_last,
         snapshot_ids=args.snapshot_id or (),
         clean_expired_metadata=args.clean_expired_metadata,
         loader=loader,

@@ -5,7 +5,8 @@ Same job, same arguments as for Paimon tables (``--older-than``, ``--allow-short
 same rules as the in-process run (:mod:`airflow_lakeformat.core.iceberg.maintenance.orphans`, Java's
 ``DeleteOrphanFilesSparkAction``), built from the core's blocks:
 
-1. The driver applies the guards (``older_than`` floor, ``gc.enabled``, listing roots), lists the first two
+1. The driver applies the core's opening checks (``orphan_plan.start_orphan_cleanup``: the ``older_than``
+   floor, a real run on a read-only table, ``gc.enabled``, the listing roots), lists the first two
    directory levels of every root with a delimiter (``orphan_listing.expand``) and hands the subtrees to
    executors, which list them recursively (``orphan_listing.list_subtree``: the ``<root>/`` boundary,
    hidden paths, the age cutoff). The listing is persisted and counted before anything else.
@@ -18,40 +19,38 @@ same rules as the in-process run (:mod:`airflow_lakeformat.core.iceberg.maintena
    and folding in only what is new since the driver's valid set (the driver broadcasts which snapshots,
    manifests and metadata files it already read), exactly the in-process re-check.
 
-The result is the in-process ``IcebergOrphanResult`` JSON, plus ``"job"`` and ``"mode": "spark"``.
+The job (``spark/jobs/remove_orphan_files.py``) opened the table through the facade and resolved
+``--older-than`` (``table.maintenance.orphan_older_than``: 3 days when not given). The result is the
+in-process ``IcebergOrphanResult`` JSON, plus ``"job"`` and ``"mode": "spark"``.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import time
 from collections.abc import Iterator
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError
+from airflow_lakeformat.core.errors import DeletionFailedError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 from airflow_lakeformat.core.iceberg.maintenance.orphan_listing import (
     HiddenFilter,
     TreeListing,
     actual_uri,
     expand,
-    hidden_filter_for,
     list_subtree,
-    listing_roots,
 )
 from airflow_lakeformat.core.iceberg.maintenance.orphan_plan import (
-    DEFAULT_OLDER_THAN,
     DEFAULT_SAMPLE_LIMIT,
-    READ_ONLY_WARNING,
-    IcebergOrphanPlan,
+    OrphanStart,
     PrefixMismatchError,
     candidates_decision,
     check_gc_enabled,
-    check_older_than,
     kind_of,
     plan_warnings,
+    start_orphan_cleanup,
+    start_plan,
 )
 from airflow_lakeformat.core.iceberg.maintenance.orphan_valid import (
     ValidSet,
@@ -65,10 +64,14 @@ from airflow_lakeformat.core.iceberg.metadata.location import (
     ValidLocations,
 )
 from airflow_lakeformat.core.io import FileIO
-from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport
 from airflow_lakeformat.core.progress import NO_PROGRESS
 from airflow_lakeformat.spark.deleting import chain_guards, fail_after_deletes, merge_reports, task_deleter
 from airflow_lakeformat.spark.runtime import JobContext
+
+if TYPE_CHECKING:
+    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+    from airflow_lakeformat.core.tables import IcebergLakeTable
 
 # (filesListed, hidden, tooRecent, withoutModificationTime, outsideBoundary) of one subtree
 Counts = tuple[int, int, int, int, int]
@@ -204,92 +207,104 @@ def delete_orphans(
 # -- the driver ----------------------------------------------------------------------------------
 
 
-def run(context: JobContext) -> dict[str, Any]:
-    """The job on an Iceberg table (the module docstring); returns the result document."""
+def _list(
+    context: JobContext, table: IcebergTable, start: OrphanStart
+) -> tuple[Any, Counts, list[CandidateRow]]:
+    """1. Two levels on the driver, the subtrees on executors; persisted and counted before the valid set."""
     from pyspark import StorageLevel
 
-    args = context.args
-    uri, options = args.table, context.executor_options
-    older_than = DEFAULT_OLDER_THAN if args.older_than is None else args.older_than
-    check_older_than(uri, older_than, args.allow_short_older_than)
-    table = open_path_table(uri, options)
-    if table.read_only and not args.dry_run:
-        raise MaintenanceRefusedError(table.name, "the table was opened from a metadata file; a dry run only")
-    check_gc_enabled(table)
-    equal_schemes, equal_authorities = _pairs(args.equal_scheme), _pairs(args.equal_authority)
-    normaliser = LocationNormaliser(equal_schemes, equal_authorities)
     metadata = table.metadata
-    roots, metadata_dir, decisions = listing_roots(
-        table.io,
-        metadata.location,
-        dict(metadata.properties),
-        table.metadata_location,
-        normaliser,
-        table.name,
-    )
-    now = time.time()
-    cutoff = now - older_than.total_seconds()
-    hidden = hidden_filter_for(metadata)
     partition_names = tuple(sorted({f.name for spec in metadata.partition_specs for f in spec.fields}))
-    sc = context.spark.sparkContext
-
-    # 1. The listing: two levels on the driver, the subtrees on executors; counted before the valid set.
     head = TreeListing()
     tasks: list[tuple[str, str]] = []
-    for root in roots:
-        part, subtrees = expand(table.io, root.path, cutoff, hidden, 2, table.parallel_imap)
+    for root in start.roots:
+        part, subtrees = expand(table.io, root.path, start.cutoff, start.hidden, 2, table.parallel_imap)
         head.merge(part)
         tasks.extend((root.path, subtree) for subtree in subtrees)
+    body = partial(list_subtrees, context.args.table, context.executor_options, start.cutoff, partition_names)
     listed = (
-        sc.parallelize(tasks, context.parallelism(max(1, len(tasks)), per_core=4))
-        .mapPartitions(partial(list_subtrees, uri, options, cutoff, partition_names))
+        context.spark.sparkContext.parallelize(tasks, context.parallelism(max(1, len(tasks)), per_core=4))
+        .mapPartitions(body)
         .persist(StorageLevel.MEMORY_AND_DISK)
     )
     # (fold's zero value goes into every partition: the driver's own counts are added once, after)
     counts = _sum(_counts(head), listed.map(lambda item: item[0]).fold((0, 0, 0, 0, 0), _sum))
-    head_rows = [(c.path, c.size, c.mtime) for c in head.candidates]
+    return listed, counts, [(c.path, c.size, c.mtime) for c in head.candidates]
 
-    # 2. The valid set, from the table re-loaded after the listing.
+
+def _join(
+    context: JobContext, table: IcebergTable, start: OrphanStart, listed: Any, head_rows: list[CandidateRow]
+) -> tuple[ValidSet, Any, int, list[PrefixMismatch]]:
+    """2.-3. The valid set from the table re-loaded after the listing, broadcast; the join on executors.
+    (valid set, orphans RDD, candidate count, mismatches); ``error`` mode aborts on a mismatch."""
+    from pyspark import StorageLevel
+
     refresh_if_changed(table)
     check_gc_enabled(table)
-    valid = ValidSet(table.io, normaliser, metadata_dir)
+    valid = ValidSet(table.io, start.normaliser, start.metadata_dir)
     collect_valid(table, valid, NO_PROGRESS)
-
-    # 3. The join on executors.
+    sc = context.spark.sparkContext
+    roots = start.roots
     data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
     broadcast_valid = sc.broadcast(valid.locations)
     candidates = listed.flatMap(lambda item: item[1]).union(sc.parallelize(head_rows, 1))
-    joined = candidates.mapPartitions(
-        partial(join_candidates, uri, options, broadcast_valid, metadata_dir, data_dirs)
-    ).persist(StorageLevel.MEMORY_AND_DISK)
+    body = partial(
+        join_candidates,
+        context.args.table,
+        context.executor_options,
+        broadcast_valid,
+        start.metadata_dir,
+        data_dirs,
+    )
+    joined = candidates.mapPartitions(body).persist(StorageLevel.MEMORY_AND_DISK)
     candidate_count = candidates.count()
     mismatches = [PrefixMismatch(*m) for m in joined.filter(lambda r: r[0] == "mismatch").values().collect()]
-    if mismatches and args.prefix_mismatch == "error":
+    if mismatches and context.args.prefix_mismatch == "error":
         raise PrefixMismatchError(table.name, mismatches)
-    orphans = joined.filter(lambda r: r[0] == "orphan")
-    orphan_count = orphans.count()
-    sample = [row[1] for row in orphans.values().takeOrdered(DEFAULT_SAMPLE_LIMIT, key=lambda r: r[1])]
+    return valid, joined.filter(lambda r: r[0] == "orphan"), candidate_count, mismatches
 
-    # 4. Delete on executors, each batch re-checked against what is new since the valid set above.
-    recheck = sc.broadcast(
+
+def _delete(
+    context: JobContext, start: OrphanStart, valid: ValidSet, orphans: Any, orphan_count: int
+) -> DeletionReport:
+    """4. Delete on executors, each batch re-checked against what is new since the valid set."""
+    args = context.args
+    recheck = context.spark.sparkContext.broadcast(
         {
             "snapshots": sorted(valid.snapshots),
             "manifests": sorted(valid.manifests),
             "metadata_seen": sorted(valid.metadata_seen),
-            "metadata_dir": metadata_dir,
-            "equal_schemes": equal_schemes,
-            "equal_authorities": equal_authorities,
+            "metadata_dir": start.metadata_dir,
+            "equal_schemes": _pairs(args.equal_scheme),
+            "equal_authorities": _pairs(args.equal_authority),
             "prefix_mismatch": args.prefix_mismatch,
         }
     )
-    reports = (
-        orphans.coalesce(context.parallelism(max(1, orphan_count), per_core=2))
-        .mapPartitions(partial(delete_orphans, uri, options, args.dry_run, fail_after_deletes(), recheck))
-        .collect()
-        if orphan_count
-        else []
+    body = partial(
+        delete_orphans, args.table, context.executor_options, args.dry_run, fail_after_deletes(), recheck
     )
-    report = merge_reports(args.dry_run, reports)
+    slices = context.parallelism(max(1, orphan_count), per_core=2)
+    reports = orphans.coalesce(slices).mapPartitions(body).collect() if orphan_count else []
+    return merge_reports(args.dry_run, reports)
+
+
+def run(context: JobContext, lake_table: IcebergLakeTable) -> dict[str, Any]:
+    """The job on an Iceberg table (the module docstring); returns the result document."""
+    args, table = context.args, lake_table.native
+    start = start_orphan_cleanup(
+        table,
+        older_than=args.older_than,
+        allow_short_older_than=args.allow_short_older_than,
+        equal_schemes=_pairs(args.equal_scheme),
+        equal_authorities=_pairs(args.equal_authority),
+        prefix_mismatch=args.prefix_mismatch,
+        dry_run=args.dry_run,
+    )
+    listed, counts, head_rows = _list(context, table, start)
+    valid, orphans, candidate_count, mismatches = _join(context, table, start, listed, head_rows)
+    orphan_count = orphans.count()
+    sample = [row[1] for row in orphans.values().takeOrdered(DEFAULT_SAMPLE_LIMIT, key=lambda r: r[1])]
+    report = _delete(context, start, valid, orphans, orphan_count)
     if report.failed:
         raise DeletionFailedError(
             f"{table.name}: {len(report.failed)} orphan file(s) could not be deleted "
@@ -300,14 +315,9 @@ def run(context: JobContext) -> dict[str, Any]:
         files_listed=counts[0], hidden=counts[1], too_recent=counts[2], no_mtime=counts[3],
         outside_boundary=counts[4],
     )  # fmt: skip
-    warnings = [READ_ONLY_WARNING] if table.read_only else []
-    warnings += plan_warnings(listing, orphan_count, len(mismatches))
-    decisions.append(candidates_decision(cutoff, older_than, roots))
-    plan = IcebergOrphanPlan(
-        table_name=table.name, planned_at=now, older_than=older_than, cutoff=cutoff, roots=roots,
-        metadata_dir=metadata_dir, listing=listing, valid=valid, orphans=[], mtimes={},
-        mismatches=mismatches, prefix_mismatch=args.prefix_mismatch, decisions=decisions, warnings=warnings,
-    )  # fmt: skip
+    start.warnings.extend(plan_warnings(listing, orphan_count, len(mismatches)))
+    start.decisions.append(candidates_decision(start.cutoff, start.older_than, start.roots))
+    plan = start_plan(table.name, start, listing, valid, mismatches, args.prefix_mismatch)
     document = IcebergOrphanResult(plan, report, [], None, 0.0).to_json()
     # The plan holds counts, not the candidates and orphans themselves: those stayed on the executors.
     document.update(

@@ -27,12 +27,17 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow_lakeformat.core import errors
 from airflow_lakeformat.core.errors import EXIT_ERROR, EXIT_OK, exit_code_for
 from airflow_lakeformat.core.io import S3_ENDPOINT_VARIABLES
 from airflow_lakeformat.core.paimon.table import Table
+
+if TYPE_CHECKING:
+    from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
+
+R = TypeVar("R")
 
 RESULT_PREFIX = "LAKEFORMAT_RESULT "
 ERROR_PREFIX = "lakeformat-job: error: "
@@ -225,7 +230,15 @@ class JobContext:
         self._spark: Any = None
 
     def open_table(self) -> Table:
+        """The job's Paimon table (the Paimon-only jobs: write, compact_data)."""
         return Table.open(self.args.table, self.executor_options)
+
+    def open_lake_table(self) -> PaimonTable | IcebergLakeTable:
+        """The job's table of either format, through the facade (``core/tables.py``: detected from its files;
+        an Iceberg table by its Hadoop-layout root)."""
+        from airflow_lakeformat.core.tables import open_table
+
+        return open_table(self.args.table, storage_options=self.executor_options)
 
     @property
     def spark(self) -> Any:
@@ -282,6 +295,26 @@ def run_job(
         if context is not None:
             context.stop()
     return EXIT_OK
+
+
+def by_format(
+    table: PaimonTable | IcebergLakeTable,
+    *,
+    paimon: Callable[[PaimonTable], R],
+    iceberg: Callable[[IcebergLakeTable], R],
+) -> R:
+    """Run a job's per-format half on the facade table the job opened.
+
+    Example:
+        >>> by_format(context.open_lake_table(), paimon=paimon_orphans.run, iceberg=iceberg_orphans.run)  # doctest: +SKIP
+    """
+    from airflow_lakeformat.core.tables import IcebergLakeTable
+
+    # Format branch: the one place a Spark job picks its per-format executor bodies (the distributed steps
+    # are built from each format's own blocks; the facade runs a whole operation in one process).
+    if isinstance(table, IcebergLakeTable):
+        return iceberg(table)
+    return paimon(table)
 
 
 def check_fault(files_written: int, limit: int) -> None:

@@ -50,8 +50,8 @@ def build(root: Path) -> tuple[str, list[int]]:
 
 def test_refusals_end_before_a_session_starts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     root, _ = build(tmp_path)
-    assert expire_job.main(["--table", root, "--max-deletes", "3"]) == 1
-    assert "only for Paimon tables" in capsys.readouterr().err
+    assert expire_job.main(["--table", root, "--max-deletes", "3"]) == 2  # a usage mistake (UsageError)
+    assert "max_deletes: only for Paimon tables" in capsys.readouterr().err
     assert expire_job.main(["--table", root, "--retain-last", "0"]) == 9
     assert "at least 1" in capsys.readouterr().err
     support.assert_converged(open_path_table(root))

@@ -23,6 +23,7 @@ from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import MaintenanceRefusedError
 from airflow_lakeformat.core.iceberg.maintenance.orphan_listing import (
+    HiddenFilter,
     ListedFile,
     ListingRoot,
     TreeListing,
@@ -196,6 +197,83 @@ def kind_of(path: str, metadata_dir: str, data_dirs: tuple[str, ...]) -> str:
     return "other-file"
 
 
+@dataclass(frozen=True)
+class OrphanStart:
+    """What an orphan cleanup checked and decided before it lists anything, in process or on Spark alike.
+
+    ``roots`` are the trees to list, ``metadata_dir`` the metadata folder, ``cutoff`` the epoch second below
+    which a file is old enough (``now - older_than``); ``decisions`` and ``warnings`` go into the plan.
+    """
+
+    older_than: timedelta
+    normaliser: LocationNormaliser
+    roots: list[ListingRoot]
+    metadata_dir: str
+    decisions: list[str]
+    now: float
+    cutoff: float
+    hidden: HiddenFilter
+    warnings: list[str]
+
+
+def start_orphan_cleanup(
+    table: IcebergTable,
+    *,
+    older_than: timedelta | None = None,
+    allow_short_older_than: bool = False,
+    equal_schemes: Mapping[str, str] | None = None,
+    equal_authorities: Mapping[str, str] | None = None,
+    prefix_mismatch: str = "error",
+    dry_run: bool = True,
+    clock: Clock = time.time,
+) -> OrphanStart:
+    """The opening checks of an orphan cleanup and the listing's roots (every runner calls this first).
+
+    In order: the ``prefix_mismatch`` mode, the ``older_than`` floor (``None``: Java's 3 days,
+    ``core/maintenance/orphan_age.py``), a real run on a table opened from a metadata file (refused),
+    ``gc.enabled``, then the roots to list (``orphan_listing.listing_roots``: the table location, the
+    metadata and data folders when they lie outside it) and the age cutoff.
+
+    Raises:
+        ValueError: an unknown ``prefix_mismatch`` mode.
+        MaintenanceRefusedError: a too-short ``older_than``, a real run on a read-only table,
+            ``gc.enabled=false``, or a listing root that is unsafe to list.
+
+    Example:
+        >>> start = start_orphan_cleanup(table, older_than=timedelta(days=7))  # doctest: +SKIP
+        >>> [root.path for root in start.roots]  # doctest: +SKIP
+    """
+    if prefix_mismatch not in PREFIX_MISMATCH_MODES:
+        raise ValueError(f"prefix_mismatch must be one of {PREFIX_MISMATCH_MODES}, not {prefix_mismatch!r}")
+    older_than = ICEBERG_ORPHAN_AGE.older_than(older_than)
+    check_older_than(table.name, older_than, allow_short_older_than)
+    if table.read_only and not dry_run:
+        raise MaintenanceRefusedError(table.name, "the table was opened from a metadata file; a dry run only")
+    check_gc_enabled(table)
+    normaliser = LocationNormaliser(equal_schemes, equal_authorities)
+    metadata = table.metadata
+    roots, metadata_dir, decisions = listing_roots(
+        table.io,
+        metadata.location,
+        dict(metadata.properties),
+        table.metadata_location,
+        normaliser,
+        table.name,
+    )
+    now = clock()
+    return OrphanStart(
+        older_than=older_than,
+        normaliser=normaliser,
+        roots=roots,
+        metadata_dir=metadata_dir,
+        decisions=decisions,
+        now=now,
+        cutoff=now - older_than.total_seconds(),
+        hidden=hidden_filter_for(metadata),
+        warnings=[READ_ONLY_WARNING] if table.read_only else [],
+    )
+
+
 def plan_orphan_cleanup(
     table: IcebergTable,
     *,
@@ -234,61 +312,31 @@ def plan_orphan_cleanup(
         >>> plan = plan_orphan_cleanup(table, older_than=timedelta(days=7))  # doctest: +SKIP
         >>> len(plan.orphans), plan.counts()  # doctest: +SKIP
     """
-    if prefix_mismatch not in PREFIX_MISMATCH_MODES:
-        raise ValueError(f"prefix_mismatch must be one of {PREFIX_MISMATCH_MODES}, not {prefix_mismatch!r}")
-    check_older_than(table.name, older_than, allow_short_older_than)
-    check_gc_enabled(table)
-    normaliser = LocationNormaliser(equal_schemes, equal_authorities)
-    metadata = table.metadata
-    roots, metadata_dir, decisions = listing_roots(
-        table.io,
-        metadata.location,
-        dict(metadata.properties),
-        table.metadata_location,
-        normaliser,
-        table.name,
+    start = start_orphan_cleanup(
+        table,
+        older_than=older_than,
+        allow_short_older_than=allow_short_older_than,
+        equal_schemes=equal_schemes,
+        equal_authorities=equal_authorities,
+        prefix_mismatch=prefix_mismatch,
+        clock=clock,
     )
-    now = clock()
-    cutoff = now - older_than.total_seconds()
-    warnings: list[str] = []
-    if table.read_only:
-        warnings.append(READ_ONLY_WARNING)
-    hidden = hidden_filter_for(metadata)
-    names = None
-    progress.start("listing the table's files", None)
-    try:
-        if table.io.is_local:  # by name: ages are read afterwards, only of files the valid set lacks
-            with gc_paused():
-                # A forked child lists a large tree while this process compiles the manifests' decoder
-                # (nothing it reads enters the valid set, which is read whole after the listing).
-                names = list_local_names(
-                    [r.path for r in roots], hidden, alongside=lambda: warm_manifest_decoder(table)
-                )
-        else:  # the collector stays on around the store's client (core/collector.py)
-            listing = list_roots(table.io, roots, cutoff, hidden, _thread_map(table))
-    finally:
-        progress.finish()
+    roots, metadata_dir, cutoff = start.roots, start.metadata_dir, start.cutoff
+    names, listed = _list_candidates(table, start, progress)
     if on_phase:
         on_phase("listed")
     refresh_if_changed(table)  # the valid set comes from metadata at least as new as the listing
     check_gc_enabled(table)
-    # On local disk one helper process (core/forked.py), forked after the listing (so it has the warmed
-    # decoder), takes half of the metadata reads and of the age reads, on the second CPU.
-    from airflow_lakeformat.core.iceberg.reach.reachability import ReachabilityReader  # loaded on use
-
-    helper = (
-        forked.helper(helper_context(table, ReachabilityReader))
-        if table.io.is_local
-        else contextlib.nullcontext()
-    )
-    with helper, gc_paused():  # millions of small acyclic objects (names, paths): the GC finds nothing
-        valid = ValidSet(table.io, normaliser, metadata_dir)
+    with (
+        _metadata_helper(table),
+        gc_paused(),
+    ):  # millions of small acyclic objects (names, paths): the GC finds nothing
+        valid = ValidSet(table.io, start.normaliser, metadata_dir)
         collect_valid(table, valid, progress)
         if on_phase:
             on_phase("collected")
-        if names is not None:
-            listing = resolve_local_names(names, valid.locations, cutoff)
-            del names
+        listing = listed if listed is not None else resolve_local_names(names, valid.locations, cutoff)
+        del names
         forked.release_helper()  # its last task is done: it leaves while the rest runs here
         data_dirs = tuple(r.path if r.kind == "data" else table.io.join(r.path, "data") for r in roots)
         orphans, mtimes, mismatches = classify(
@@ -296,24 +344,71 @@ def plan_orphan_cleanup(
         )
     if mismatches and prefix_mismatch == "error":
         raise PrefixMismatchError(table.name, mismatches)
-    warnings += plan_warnings(listing, len(orphans), len(mismatches))
-    decisions.append(candidates_decision(cutoff, older_than, roots))
+    start.warnings.extend(plan_warnings(listing, len(orphans), len(mismatches)))
+    start.decisions.append(candidates_decision(cutoff, start.older_than, roots))
+    return start_plan(table.name, start, listing, valid, mismatches, prefix_mismatch, orphans, mtimes)
+
+
+def start_plan(
+    table_name: str,
+    start: OrphanStart,
+    listing: TreeListing,
+    valid: ValidSet,
+    mismatches: list[PrefixMismatch],
+    prefix_mismatch: PrefixMismatchMode,
+    orphans: list[DeleteRequest] | None = None,
+    mtimes: dict[str, float] | None = None,
+) -> IcebergOrphanPlan:
+    """The plan from its opening (:func:`start_orphan_cleanup`) and what the listing and the join found."""
     return IcebergOrphanPlan(
-        table_name=table.name,
-        planned_at=now,
-        older_than=older_than,
-        cutoff=cutoff,
-        roots=roots,
-        metadata_dir=metadata_dir,
+        table_name=table_name,
+        planned_at=start.now,
+        older_than=start.older_than,
+        cutoff=start.cutoff,
+        roots=start.roots,
+        metadata_dir=start.metadata_dir,
         listing=listing,
         valid=valid,
-        orphans=orphans,
-        mtimes=mtimes,
+        orphans=orphans or [],
+        mtimes=mtimes or {},
         mismatches=mismatches,
         prefix_mismatch=prefix_mismatch,
-        decisions=decisions,
-        warnings=warnings,
+        decisions=start.decisions,
+        warnings=start.warnings,
     )
+
+
+def _metadata_helper(table: IcebergTable) -> contextlib.AbstractContextManager[Any]:
+    """On local disk one helper process (core/forked.py), forked after the listing (so it has the warmed
+    decoder), takes half of the metadata reads and of the age reads, on the second CPU."""
+    if not table.io.is_local:
+        return contextlib.nullcontext()
+    from airflow_lakeformat.core.iceberg.reach.reachability import ReachabilityReader  # loaded on use
+
+    return forked.helper(helper_context(table, ReachabilityReader))
+
+
+def _list_candidates(
+    table: IcebergTable, start: OrphanStart, progress: Progress
+) -> tuple[Any, TreeListing | None]:
+    """(names, None) on local disk, listed by name (ages are read afterwards, only of files the valid set
+    lacks); (None, listing) on a store, with ages."""
+    progress.start("listing the table's files", None)
+    try:
+        if table.io.is_local:
+            with gc_paused():
+                # A forked child lists a large tree while this process compiles the manifests' decoder
+                # (nothing it reads enters the valid set, which is read whole after the listing).
+                names = list_local_names(
+                    [r.path for r in start.roots],
+                    start.hidden,
+                    alongside=lambda: warm_manifest_decoder(table),
+                )
+            return names, None
+        # the collector stays on around the store's client (core/collector.py)
+        return None, list_roots(table.io, start.roots, start.cutoff, start.hidden, _thread_map(table))
+    finally:
+        progress.finish()
 
 
 def plan_warnings(listing: TreeListing, orphans: int, mismatches: int) -> list[str]:

@@ -48,7 +48,7 @@ Example:
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -146,6 +146,34 @@ def execute_orphan_cleanup(
         raise ValueError("the deleter's dry_run does not match the call's")
     kept: dict[str, str] = {}
     passed: list[str] = []
+    still_orphaned = _recheck(table, plan, kept, passed)
+    outcome: DeletionReport | None = None
+    try:
+        outcome = deleter.delete(
+            plan.orphans, task="deleting orphan files", total=len(plan.orphans), before_batch=still_orphaned
+        )
+    finally:
+        if report is not None:
+            write_report(report, plan, table, outcome, kept, passed, dry_run)
+    assert outcome is not None  # delete() returned
+    result = IcebergOrphanResult(
+        plan, outcome, sorted(kept), report, time.monotonic() - started, sample_limit
+    )
+    if outcome.failed:
+        raise DeletionFailedError(
+            f"{table.name}: {len(outcome.failed)} orphan file(s) could not be deleted "
+            f"(first: {outcome.failed[0].path}: {outcome.failed[0].error})",
+            outcome,
+        )
+    return result
+
+
+def _recheck(
+    table: IcebergTable, plan: IcebergOrphanPlan, kept: dict[str, str], passed: list[str]
+) -> Callable[[list[DeleteRequest]], list[DeleteRequest]]:
+    """The per-batch re-check: re-load the table, fold what is new into the valid set, keep (in ``kept``,
+    with the reason) what became valid; the rest passes (``passed``). A prefix mismatch in ``error`` mode
+    aborts."""
 
     def still_orphaned(batch: list[DeleteRequest]) -> list[DeleteRequest]:
         refresh_if_changed(table)
@@ -170,25 +198,7 @@ def execute_orphan_cleanup(
         passed.extend(r.path for r in allowed)
         return allowed
 
-    outcome: DeletionReport | None = None
-    try:
-        outcome = deleter.delete(
-            plan.orphans, task="deleting orphan files", total=len(plan.orphans), before_batch=still_orphaned
-        )
-    finally:
-        if report is not None:
-            write_report(report, plan, table, outcome, kept, passed, dry_run)
-    assert outcome is not None  # delete() returned
-    result = IcebergOrphanResult(
-        plan, outcome, sorted(kept), report, time.monotonic() - started, sample_limit
-    )
-    if outcome.failed:
-        raise DeletionFailedError(
-            f"{table.name}: {len(outcome.failed)} orphan file(s) could not be deleted "
-            f"(first: {outcome.failed[0].path}: {outcome.failed[0].error})",
-            outcome,
-        )
-    return result
+    return still_orphaned
 
 
 _REASON = "not reachable from any snapshot of any ref, nor a metadata, statistics or version-hint file"
