@@ -174,7 +174,9 @@ def test_one_document_shape_per_command_for_both_formats(tmp_path: Path) -> None
             assert code == 0, f"{fmt} {name}: {err}"
             documents.setdefault(name, {})[fmt] = json.loads(out)
         code, out, _ = run("snapshots", root, "--json")
-        assert len(json.loads(out)["snapshots"]) == 2, "the dry runs committed nothing, the two writes one each"
+        assert len(json.loads(out)["snapshots"]) == 2, (
+            "the dry runs committed nothing, the two writes one each"
+        )
     for name in ("write", "commit"):
         for fmt in ("paimon", "iceberg"):
             dry, real = documents[f"{name}-dry-run"][fmt], documents[name][fmt]
