@@ -247,7 +247,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
     :param spark_parallelism: the job's ``--parallelism``.
     :param spark_env_vars: extra environment for the job (storage settings are added from the connection).
     :param spark_py_files: ship this package to the cluster as a ``--py-files`` zip (when the cluster's
-        Python does not have airflow-lakeformat installed).
+        Python lacks the airflow-lakeformat package).
     :param maintenance_lock: take the table's maintenance lock while running (dry runs never take it).
     :param lock_lease: how long the lease is valid; it must outlast the run.
     :param lock_wait: wait up to this long for a held lock (None: fail at once; the task's retries apply).
