@@ -114,6 +114,18 @@ def write_added_manifest(
     return writer.to_manifest_file()
 
 
+def deleted_entry(entry: ManifestEntry, snapshot_id: int) -> ManifestEntry:
+    """``entry`` as a DELETED entry of the snapshot ``snapshot_id``, its sequence numbers kept (what pyiceberg's
+    ``ManifestWriter.delete`` writes; the file itself stays until an expiry deletes it)."""
+    return ManifestEntry.from_args(
+        status=ManifestEntryStatus.DELETED,
+        snapshot_id=snapshot_id,
+        sequence_number=entry.sequence_number,
+        file_sequence_number=entry.file_sequence_number,
+        data_file=entry.data_file,
+    )
+
+
 def rewrite_manifests_removing(
     table: IcebergTable,
     metadata: TableMetadata,
@@ -135,7 +147,9 @@ def rewrite_manifests_removing(
         with manifest_writer(metadata, manifest.content, spec, output, snapshot_id) as writer:
             for entry in entries:
                 if entry.data_file.file_path in removed:
-                    writer.delete(entry)
+                    writer.add_entry(
+                        deleted_entry(entry, snapshot_id)
+                    )  # a manifest entry, not a file removal
                 else:
                     writer.existing(entry)
         rewritten[manifest.manifest_path] = writer.to_manifest_file()
