@@ -221,7 +221,8 @@ class PaimonWrites:
         entries = entries_from_xcom([item for item in staged if not isinstance(item, str)])
         self._check_staged_files(entries)
         adds = register_files(self.table, paths) + entries
-        deletes = committer.overwrite_entries(partition_filter) if replace else []
+        # the added files go along: an overwrite with rows outside its partition is refused (Paimon does too)
+        deletes = committer.overwrite_entries(partition_filter, adds) if replace else []
         result = committer.commit(
             [*deletes, *adds], kind=kind, commit_identifier=commit_identifier, check_conflicts=True
         )
