@@ -1,10 +1,14 @@
-"""``LakeformatCompactDataOperator``: bin-pack small data files of a Paimon append table, in the worker or on Spark.
+"""``LakeformatCompactDataOperator``: bin-pack small data files, of a Paimon append table or an Iceberg table.
 
-Both modes run the same plan (``core/paimon/maintenance/data_compaction.py``, through ``table.maintenance``) and commit one COMPACT snapshot
-as the connection's commit user, ``<commit_user_prefix>-<dag_id>-<task_id>`` (the Spark job gets it as
-``--commit-user``); the operator holds the table's maintenance lock while it runs (dry runs excepted). Data
-compaction of Iceberg tables is not implemented yet: such a table fails the task without retry with one
-message saying so, or skips it with ``skip_unsupported=True``.
+Paimon append tables run in the worker or on Spark, the same plan (``core/paimon/maintenance/data_compaction.py``)
+committed as one COMPACT snapshot. Iceberg tables run in the worker: Java's ``rewrite_data_files`` bin-pack with
+deletes applied, committed as ``replace`` snapshots validated against concurrent commits
+(``core/iceberg/maintenance/data_compaction_run.py``); ``min_file_count`` is Java's ``min-input-files``,
+``target_file_size`` its ``target-file-size-bytes``, ``partitions`` a partition filter by value. Both go through
+``table.maintenance.compact_data`` with the connection's commit user, ``<commit_user_prefix>-<dag_id>-<task_id>``
+(the Spark job gets it as ``--commit-user``); the operator holds the table's maintenance lock while it runs (dry
+runs excepted). A table compaction refuses (a Paimon primary-key table, an Iceberg v3 table) fails the task
+without retry with one message saying so, or skips it with ``skip_unsupported=True``.
 
 Example:
     >>> LakeformatCompactDataOperator(task_id="compact_data", table="db.events", min_file_count=5)  # doctest: +SKIP
@@ -80,7 +84,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         from airflow_lakeformat.core.errors import UnsupportedFormatError
 
         try:
-            table.maintenance.check_compact_data()  # Iceberg: not implemented yet; Paimon: the table's layout
+            table.maintenance.check_compact_data()  # Paimon: primary keys, deletion vectors; Iceberg: v3
         except UnsupportedFormatError as exc:
             if as_bool(self.skip_unsupported, "skip_unsupported"):
                 raise AirflowSkipException(f"skipped: {exc}") from None

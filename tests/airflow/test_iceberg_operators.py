@@ -200,27 +200,34 @@ def test_maintenance_of_a_catalog_table_dry_run_then_for_real(
     assert locks == [f"maintenance-lock-{n}{s}" for n in (1, 2, 3) for s in ("", ".released")]
 
 
-def test_data_compaction_of_an_iceberg_table_fails_once_or_skips(
+def test_data_compaction_of_an_iceberg_table_commits_a_replace_snapshot_in_a_dag_run(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     warehouse = tmp_path / "wh"
     warehouse.mkdir()
     catalog_connection(monkeypatch, warehouse)
     table = catalog_table(warehouse)
-    append_batch(table, 2)
+    for _ in range(3):
+        append_batch(table, 2)
+    before = snapshot_ids(table)
     module = load_dag_module("lakeformat_test_iceberg")
-    module.FAILURES.clear()
-    run = module.compact_data_dag.test(run_conf={"table": "db.events", "skip_unsupported": False})
-    assert task_states(run)["compact_data"] == ("failed", 1), "retries=2, yet no retry"
-    error = module.FAILURES["lakeformat_test_iceberg_compact_data"]
-    assert type(error).__name__ == "AirflowFailException"
-    assert str(error) == (
-        "default:db.events: unsupported format: data compaction of Iceberg tables is not implemented yet"
+    dry = module.compact_data_dag.test(run_conf={"table": "db.events", "dry_run": True})
+    assert task_states(dry)["compact_data"] == ("success", 1)
+    planned = xcom_result(dry, "compact_data")
+    assert planned["format"] == "iceberg" and planned["dryRun"] is True and planned["filesToRewrite"] == 3
+    assert snapshot_ids(table) == before  # the dry run committed nothing
+    run = module.compact_data_dag.test(run_conf={"table": "db.events", "dry_run": False})
+    assert task_states(run)["compact_data"] == ("success", 1)
+    result = xcom_result(run, "compact_data")
+    assert result["dryRun"] is False and result["filesRewritten"] == 3 and result["filesAdded"] == 1
+    table.refresh()
+    current = table.snapshot()
+    assert current is not None and current.snapshot_id == result["snapshotId"]
+    assert current.summary.operation.value == "replace"
+    assert current.summary["lakeformat.commit-user"].startswith(
+        "airflow-lakeformat_test_iceberg_compact_data"
     )
-    assert error.__cause__ is None and error.__suppress_context__, "one message, not two chained ones"
-    skipped = module.compact_data_dag.test(run_conf={"table": "db.events", "skip_unsupported": True})
-    assert task_states(skipped)["compact_data"] == ("skipped", 1)
-    assert len(snapshot_ids(table)) == 1
+    assert live_rows(table) == 6
 
 
 def test_paimon_only_arguments_and_spark_on_a_catalog_table_are_refused_before_anything_runs(
