@@ -14,7 +14,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import TextIO
 
-from airflow_lakeformat.core.units import parse_duration
+from airflow_lakeformat.core.units import parse_duration, parse_memory_size
 from airflow_lakeformat.version import __version__
 
 Handler = Callable[[argparse.Namespace, TextIO], None]
@@ -51,8 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lakeformat",
         description="Inspect and maintain Apache Paimon and Apache Iceberg tables.",
         epilog="The commands that delete files (expire, remove-orphans) are dry runs unless --apply; "
-        "the ones that add files and commit (write, commit, compact-manifests) commit unless --dry-run.\n"
-        + EPILOG_FORMAT.format("lakeformat snapshots /wh/db.db/t"),
+        "the ones that add files and commit (write, commit, compact-manifests, compact-data, compact-deletes) "
+        "commit unless --dry-run.\n" + EPILOG_FORMAT.format("lakeformat snapshots /wh/db.db/t"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -61,6 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = command_adder(sub, common_options())
     add_read_commands(add)
     add_maintenance_commands(add)
+    add_compaction_commands(add)
     add_write_commands(add)
     add_create_command(add)
     add_completion_command(sub)
@@ -197,6 +198,68 @@ def add_maintenance_commands(add: Adder) -> None:
     add_deleting_run_flags(orphans)
 
 
+def add_compaction_commands(add: Adder) -> None:
+    """``compact-data`` (both formats) and ``compact-deletes`` (Iceberg): they add files and commit."""
+    data = add(
+        "compact-data",
+        "compaction:compact_data",
+        "rewrite small data files into target-size files and commit (unless --dry-run): Paimon append tables, "
+        "or Iceberg tables as Java's rewrite_data_files bin-pack does, deletes applied",
+        "lakeformat compact-data /wh/db.db/t --min-input-files 2 --partition dt=2024-01-01 --dry-run",
+    )
+    data.add_argument(
+        "--dry-run", action="store_true", help="report the groups, write nothing (default: commit)"
+    )
+    data.add_argument(
+        "--min-input-files",
+        type=count,
+        metavar="N",
+        help="the fewest files worth a rewrite per group (default: the table's: Paimon "
+        "compaction.min.file-num, 5; Iceberg 5)",
+    )
+    data.add_argument(
+        "--target-file-size",
+        type=memory_size,
+        metavar="SIZE",
+        help="bytes per output file, e.g. '128 mb' (default: the table's target-file-size or "
+        "write.target-file-size-bytes)",
+    )
+    data.add_argument(
+        "--partition",
+        action="append",
+        metavar="K=V[,K=V]",
+        help="only this partition, matched by value (repeatable) (default: every partition)",
+    )
+    data.add_argument(
+        "--where",
+        metavar="PREDICATE",
+        help="Iceberg: only files whose partition may match, e.g. \"ts >= '2024-01-01T00:00:00'\" (default: all)",
+    )
+    data.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="Iceberg: a rewrite_data_files option by Java's name, e.g. rewrite-all=true, "
+        "partial-progress.enabled=true, remove-dangling-deletes=true (repeatable) (default: Java's defaults)",
+    )
+    deletes = add(
+        "compact-deletes",
+        "compaction:compact_deletes",
+        "Iceberg: merge small position-delete files and drop records of files no longer live, and commit "
+        "(unless --dry-run), as Java's rewrite_position_delete_files",
+        "lakeformat compact-deletes /wh/db/t --option rewrite-all=true --dry-run",
+    )
+    deletes.add_argument(
+        "--dry-run", action="store_true", help="report the groups, write nothing (default: commit)"
+    )
+    deletes.add_argument(
+        "--option",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a rewrite_position_delete_files option by Java's name (repeatable) (default: Java's defaults)",
+    )
+
+
 def add_write_commands(add: Adder) -> None:
     """``commit`` and ``write``: they add files and commit."""
     commit = add(
@@ -312,6 +375,14 @@ def _refuse_bare_number(text: str) -> None:
         raise argparse.ArgumentTypeError(
             f"{text!r} has no unit: give one, e.g. '{text.strip()} d', '{text.strip()} h' or '{text.strip()} ms'"
         )
+
+
+def memory_size(text: str) -> int:
+    """A ``--target-file-size`` value (``"128 mb"``); a bad one is a usage mistake (exit 2)."""
+    try:
+        return parse_memory_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def duration(text: str) -> timedelta:

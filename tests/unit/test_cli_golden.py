@@ -236,6 +236,8 @@ READS = (
 DRY_RUNS = (
     ("compact-manifests", "--dry-run"),
     ("compact-manifests", "--minor", "--dry-run"),
+    ("compact-data", "--dry-run"),
+    ("compact-data", "--min-input-files", "2", "--dry-run"),
     ("expire",),  # a deleting command without --apply is a dry run
     ("expire", "--dry-run"),
     ("expire", "--dry-run", "--retain-min", "1", "--older-than", "0 ms"),
@@ -261,6 +263,8 @@ REFUSALS = (
     ("remove-orphans", "--dry-run", "--report", "{TMP}/report.jsonl"),
     ("remove-orphans", "--dry-run", "--max-listed", "-1"),
     ("compact-manifests", "--full", "--minor"),
+    ("compact-data", "--option", "nosuch=1", "--dry-run"),
+    ("compact-deletes", "--dry-run"),
     ("expire", "--apply", "--dry-run"),
     ("remove-orphans", "--apply", "--dry-run"),
 )
@@ -275,6 +279,7 @@ AFTER_CORRUPTION = (
     ("manifests",),
     ("inspect",),
     ("compact-manifests", "--dry-run"),
+    ("compact-data", "--dry-run"),
     ("expire", "--dry-run"),
     ("remove-orphans", "--dry-run"),
 )

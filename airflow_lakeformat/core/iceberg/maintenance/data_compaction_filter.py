@@ -42,10 +42,18 @@ def partition_filter(metadata: TableMetadata, where: str) -> Callable[[int, tupl
     from pyiceberg.typedef import Record
 
     schema = metadata.schema()
+    from pyparsing import ParseException
+
     try:
         expression = parse(where)
+    except ParseException as exc:
+        raise UsageError(
+            f"where {where!r}: not a predicate Iceberg can parse (column {exc.col}); e.g. \"cat = 'a'\", "
+            "\"ts >= '2024-01-01T00:00:00'\", \"id IN (1, 2)\""
+        ) from None
+    try:
         bind(schema, expression, case_sensitive=False)
-    except Exception as exc:  # pyparsing's ParseException, pyiceberg's ValueError for unknown columns
+    except ValueError as exc:  # an unknown column, or a literal of the wrong type
         raise UsageError(f"where {where!r}: {str(exc).splitlines()[0]}") from None
     evaluators: dict[int, Callable[[Record], bool]] = {}
 
