@@ -70,8 +70,5 @@ def compact_data(args: argparse.Namespace, out: TextIO) -> None:
 def compact_deletes(args: argparse.Namespace, out: TextIO) -> None:
     """``compact-deletes``: Iceberg's rewrite_position_delete_files; commits unless ``--dry-run``."""
     table = open_command_table(args)
-    maintenance: Any = table.maintenance
-    if not hasattr(maintenance, "compact_deletes"):
-        raise UsageError("compact-deletes: only for Iceberg tables (Paimon keeps no position-delete files)")
-    result = maintenance.compact_deletes(dry_run=args.dry_run, options=_options(args.option))
+    result = table.maintenance.compact_deletes(dry_run=args.dry_run, options=_options(args.option))
     finish(args.json, {"table": table.uri, **result.to_json()}, result.summary(), out)

@@ -26,6 +26,7 @@ from airflow_lakeformat.cli.output import finish
 from airflow_lakeformat.cli.tables import catalog_properties
 from airflow_lakeformat.core.errors import LakeformatError, UnknownTableFormatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
+from airflow_lakeformat.core.tables import table_format_for
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.catalog.table_definition import SqlColumn
@@ -124,13 +125,7 @@ def choose_format(args: argparse.Namespace) -> Format:
     """
     with _usage("--catalog-property"):
         properties = catalog_properties(args)
-    in_catalog = args.catalog is not None or bool(properties)
-    if args.format == "paimon" and in_catalog:
-        raise UsageError(
-            "--format paimon cannot take --catalog/--catalog-property: catalogs hold Iceberg tables "
-            "(a Paimon table is created at its path)"
-        )
-    return "iceberg" if args.format == "iceberg" or in_catalog else "paimon"
+    return table_format_for(args.format, args.catalog, properties) or "paimon"
 
 
 def _options(pairs: Sequence[str] | None) -> dict[str, str]:
@@ -164,6 +159,7 @@ def create_table(args: argparse.Namespace, out: TextIO) -> None:
         fields = load_fields(args.schema)
     partition_keys = split_keys(args.partition_keys)
     primary_keys = split_keys(args.primary_keys)
+    # format branch: create-table is the one command whose format cannot come from an existing table's files
     if table_format == "iceberg":
         _create_iceberg(args, fields, partition_keys, primary_keys, options, out)
     else:

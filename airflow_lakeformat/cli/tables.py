@@ -50,10 +50,6 @@ def open_args(args: argparse.Namespace) -> dict[str, Any]:
     properties = catalog_properties(args)
     catalog = getattr(args, "catalog", None)
     fmt = getattr(args, "format", None)
-    if fmt == "paimon" and (catalog or properties):
-        raise UsageError(
-            "--format paimon cannot take --catalog/--catalog-property: catalogs hold Iceberg tables"
-        )
     return {
         "format": fmt,
         "storage_options": parse_storage_options(getattr(args, "storage_option", None)),
@@ -67,7 +63,8 @@ def open_command_table(args: argparse.Namespace) -> PaimonTable | IcebergLakeTab
     """The command's table through the facade (``open_table``): either format, picked once there.
 
     Raises:
-        UsageError: ``--branch`` on an Iceberg table (refused, not ignored), or a malformed flag.
+        UsageError: ``--branch`` on an Iceberg table or ``--format paimon`` with a catalog (the facade refuses
+            both), or a malformed flag.
         TableNotFoundError / UnknownTableFormatError: no table of either format at the path.
 
     Example:
@@ -76,13 +73,4 @@ def open_command_table(args: argparse.Namespace) -> PaimonTable | IcebergLakeTab
     """
     from airflow_lakeformat.core.tables import open_table
 
-    options = open_args(args)
-    table = open_table(args.table, **options)
-    # A format branch kept here (the only one of the opening): open_table ignores a branch for Iceberg,
-    # whose refs are chosen per read; the CLI must not ignore a flag the user gave.
-    if table.format == "iceberg" and options["branch"] != "main":
-        raise UsageError(
-            f"--branch {options['branch']}: a Paimon option; an Iceberg table's branches and tags are read "
-            "with files --ref NAME"
-        )
-    return table
+    return open_table(args.table, **open_args(args))

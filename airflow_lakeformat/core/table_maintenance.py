@@ -290,6 +290,16 @@ class PaimonMaintenance(MaintenanceBase):
             committer=None if dry_run else self._committer(commit_user, dry_run),
         )
 
+    def compact_deletes(self, *, dry_run: bool = False, options: Mapping[str, str] | None = None) -> Any:
+        """Iceberg's ``rewrite_position_delete_files``: a Paimon table keeps no position-delete files, so this is
+        refused by name (:class:`UsageError`), changing nothing."""
+        from airflow_lakeformat.core.errors import UsageError
+
+        raise UsageError(
+            f"compact-deletes: only for Iceberg tables ({self.table.uri} is a Paimon table, which keeps no "
+            "position-delete files)"
+        )
+
     def check_compact_data(self) -> None:
         """Raise :class:`UnsupportedFormatError` (changing nothing) if data compaction cannot handle the table
         (primary keys, deletion vectors, a file format other than Parquet, ...)."""

@@ -62,6 +62,34 @@ __all__ = [
 ]
 
 
+def table_format_for(
+    format: TableFormat | None,
+    catalog: str | None = None,
+    catalog_properties: Mapping[str, str] | None = None,
+) -> TableFormat | None:
+    """The format the arguments name before any file is read: ``format`` itself, or Iceberg for a catalog
+    (catalogs hold Iceberg tables); None when only the files can tell (:func:`detect_format`).
+
+    The one rule both ``open_table`` and creating a table follow.
+
+    Raises:
+        UsageError: ``format="paimon"`` together with a catalog.
+
+    Example:
+        >>> table_format_for(None, catalog="prod"), table_format_for(None)
+        ('iceberg', None)
+    """
+    in_catalog = bool(catalog or catalog_properties)
+    if format == "paimon" and in_catalog:
+        raise UsageError(
+            "format 'paimon' (--format paimon) cannot take a catalog (--catalog/--catalog-property): catalogs "
+            "hold Iceberg tables (a Paimon table lives at its path)"
+        )
+    if format is not None and format not in ("paimon", "iceberg"):
+        raise ValueError(f"format must be 'paimon' or 'iceberg', not {format!r}")
+    return "iceberg" if in_catalog else format
+
+
 def open_table(
     uri_or_identifier: str,
     *,
@@ -81,22 +109,28 @@ def open_table(
         storage_options: fsspec options for the table's store (S3 keys, endpoint, ...).
         catalog: an Iceberg catalog name from pyiceberg's configuration (``~/.pyiceberg.yaml``).
         catalog_properties: Iceberg catalog properties as pyiceberg's ``load_catalog`` takes them.
-        branch: the Paimon branch to open (Iceberg refs are chosen per read).
+        branch: the Paimon branch to open (Iceberg refs are chosen per read: another branch on an Iceberg
+            table is refused, not ignored).
 
     Returns:
         A table with ``.format``, ``.uri`` and ``.maintenance``.
 
     Raises:
         TableNotFoundError: no table of either format there (exit code 3 in the CLI).
+        UsageError: ``format="paimon"`` with a catalog, or a ``branch`` for an Iceberg table.
 
     Example:
         >>> open_table("s3://lake/db.db/events", storage_options={"endpoint_url": "http://127.0.0.1:8333"})
     """
-    if format is None:
-        if catalog or catalog_properties:
-            format = "iceberg"
-        else:
-            format = detect_format(uri_or_identifier, storage_options=storage_options)
+    format = table_format_for(format, catalog, catalog_properties) or detect_format(
+        uri_or_identifier, storage_options=storage_options
+    )
+    if format == "iceberg" and branch != "main":
+        # never ignore an option the caller gave: Iceberg branches and tags are refs chosen per read
+        raise UsageError(
+            f"branch {branch!r}: a Paimon option; an Iceberg table's branches and tags are read by ref "
+            "(files --ref NAME, table.files(ref=...))"
+        )
     if format == "iceberg":
         from airflow_lakeformat.core.iceberg.catalog.catalog import open_table as open_iceberg
 

@@ -224,6 +224,8 @@ class LakeformatConnectionSettings:
         fmt = normalize_format(table_format) or self.format
         name = (table or "").strip()
         relative = bool(name) and "://" not in name and not name.startswith("/")
+        # Format branch: a connection's format setting decides whether a bare name is a catalog identifier
+        # (Iceberg) or a path under the warehouse (Paimon): there is no table yet to ask.
         if relative and self.catalog.configured and fmt != "paimon":
             namespace, _, table_name = name.rpartition(".")
             if not namespace or not table_name or "/" in name or not _NAME.match(namespace):
