@@ -38,6 +38,7 @@ from pyiceberg.manifest import ManifestContent
 from airflow_lakeformat.core.errors import CommitConflictError, CommitStateUnknownError, UsageError
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction import check_rewritable
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import (
+    KNOWN_OPTIONS,
     TARGET_FILE_SIZE_PROPERTY,
     CompactionOptions,
 )
@@ -69,20 +70,15 @@ if TYPE_CHECKING:
 
 DELETE_TARGET_PROPERTY = "write.delete.target-file-size-bytes"
 DEFAULT_DELETE_TARGET = 67_108_864  # 64 MiB, TableProperties.DELETE_TARGET_FILE_SIZE_BYTES_DEFAULT
-# The options Java's position-delete action accepts (no delete thresholds, no max-files-to-rewrite).
-DELETE_OPTIONS = frozenset(
-    {
-        "target-file-size-bytes",
-        "min-file-size-bytes",
-        "max-file-size-bytes",
-        "min-input-files",
-        "rewrite-all",
-        "max-file-group-size-bytes",
-        "rewrite-job-order",
-        "partial-progress.enabled",
-        "partial-progress.max-commits",
-    }
-)
+# The options Java's position-delete action accepts: the data action's, without the delete thresholds,
+# max-files-to-rewrite and the data commit's own settings.
+DELETE_OPTIONS = KNOWN_OPTIONS - {
+    "delete-file-threshold",
+    "delete-ratio-threshold",
+    "max-files-to-rewrite",
+    "use-starting-sequence-number",
+    "remove-dangling-deletes",
+}
 
 
 @dataclass(frozen=True)
