@@ -14,6 +14,7 @@ from airflow_lakeformat.core.iceberg.maintenance.expiry_commit import ExpiryJour
 from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import IcebergExpiryOptions
 from airflow_lakeformat.core.iceberg.reach.reachability import ReachabilityReader
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, tally
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 from airflow_lakeformat.core.maintenance.results import summary
 
 OPERATION = "expire-snapshots"
@@ -102,6 +103,7 @@ class IcebergExpiryPlan:
         return document
 
 
+@short_repr
 @dataclass
 class IcebergExpiryResult:
     """The outcome of :func:`execute_snapshot_expiry`: the plan, what was committed and deleted."""
