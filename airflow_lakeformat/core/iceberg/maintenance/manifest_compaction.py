@@ -80,6 +80,7 @@ from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction_plan import
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
 from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore, MemoryOutputFile
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,7 @@ TOTAL_KEYS = (
 )
 
 
+@short_repr
 @dataclass(frozen=True)
 class IcebergManifestCompactionResult:
     """The outcome of :func:`compact_manifests`; ``to_json`` is the operation's JSON document."""
