@@ -69,10 +69,12 @@ from airflow_lakeformat.core.iceberg.metadata.location import PrefixMismatch, Pr
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter
 from airflow_lakeformat.core.maintenance.orphan_report import report_rows, write_orphan_report
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 
+@short_repr
 @dataclass
 class IcebergOrphanResult:
     """The outcome of :func:`execute_orphan_cleanup`: the plan, what the deleter did, and the audit file."""
