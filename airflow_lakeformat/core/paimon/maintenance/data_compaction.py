@@ -39,6 +39,7 @@ from typing import Any
 import pyarrow.parquet as pq
 
 from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError, UnsupportedFormatError
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon.commit import Committer
 from airflow_lakeformat.core.paimon.live_files import live_entries
@@ -134,6 +135,7 @@ class DataCompactionPlan:
         }
 
 
+@short_repr
 @dataclass
 class DataCompactionResult:
     dry_run: bool
