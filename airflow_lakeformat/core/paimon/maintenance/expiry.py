@@ -35,6 +35,7 @@ from typing import Any
 from airflow_lakeformat.core.errors import DeletionFailedError, MaintenanceRefusedError, PlanOutdatedError
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.orphan_report import utc_iso
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import paths
 from airflow_lakeformat.core.paimon.maintenance.expiry_files import (  # the Spark job imports them from here
@@ -185,6 +186,7 @@ class SnapshotExpiryPlan:
         return out
 
 
+@short_repr
 @dataclass
 class SnapshotExpiryResult:
     plan: SnapshotExpiryPlan
