@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon.commit import COMMIT_ID_PROPERTY, WRITER_VERSION, Attempt, Committer
 from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
@@ -26,6 +27,7 @@ from airflow_lakeformat.core.paimon.table import Table
 Mode = Literal["full", "minor"]
 
 
+@short_repr
 @dataclass(frozen=True)
 class ManifestCompactionResult:
     mode: Mode
