@@ -53,6 +53,7 @@ from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest, DeletionReport, FileDeleter, tally
 from airflow_lakeformat.core.maintenance.orphan_age import PAIMON_ORPHAN_AGE
 from airflow_lakeformat.core.maintenance.orphan_report import report_rows, write_orphan_report
+from airflow_lakeformat.core.maintenance.result_repr import short_repr
 from airflow_lakeformat.core.maintenance.results import summary
 from airflow_lakeformat.core.paimon import avro, paths
 from airflow_lakeformat.core.paimon.maintenance.orphan_listing import (
@@ -335,6 +336,7 @@ DEFAULT_SAMPLE_LIMIT = 1000
 _REASON = "no snapshot, tag or changelog of any branch uses its name"
 
 
+@short_repr
 @dataclass
 class OrphanCleanupResult:
     plan: OrphanCleanupPlan
