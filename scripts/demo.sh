@@ -108,7 +108,7 @@ touch -d "4 days ago" "$ICEBERG_ORPHAN"  # Iceberg's orphan age is 3 days by def
 echo "   an orphan four days old: $ICEBERG_ORPHAN"
 echo "== The Iceberg table before maintenance"
 python scripts/demo_report.py summary "$ICEBERG_TABLE" "$LOGS/iceberg-before.json" "$LAKEFORMAT_ICEBERG_CONN_ID"
-echo "== Iceberg maintenance for real: expire snapshots, compact manifests, remove orphans"
+echo "== Iceberg maintenance for real: compact data files, expire snapshots, compact manifests, remove orphans"
 run_dag lakeformat_iceberg_maintenance --conf '{"batches": 0, "dry_run": false, "retain_min": 1, "older_than": "1 ms"}'
 
 echo "== Before -> after"

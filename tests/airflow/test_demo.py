@@ -71,17 +71,22 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
     assert row(out, "manifests (latest)") == ("4", "1")
     assert row(out, "data files on disk") == ("5", "1")  # the 4 compacted files and the orphan are gone
     assert len(list(table.rglob("data-*.parquet"))) == 1
-    # The Iceberg table (an SQL catalog on SQLite): 4 appends, expiry keeps the last, the manifest
-    # compaction's replace snapshot on top; its 4 data files stay live and the orphan is gone.
+    # The Iceberg table (an SQL catalog on SQLite): 4 appends; the data compaction rewrites their 4 files into 1
+    # (a replace snapshot), expiry keeps only that snapshot and deletes the 4 small files, the manifest
+    # compaction's replace snapshot goes on top, and the orphan is gone.
     iceberg = "demo.events_iceberg"
-    assert "default:demo.events_iceberg: expired 3 of 4 snapshots; files deleted: 3 manifest-lists (" in out
-    assert "1 orphaned; files deleted: 1 data-file (" in out.split("== Iceberg maintenance for real")[1]
+    real = out.split("== Iceberg maintenance for real")[1]
+    assert (
+        "default:demo.events_iceberg: data compaction rewrote 4 files in 1 of 1 group into 1 file (" in real
+    )
+    assert "default:demo.events_iceberg: expired 4 of 5 snapshots; files deleted: 4 data-files (" in real
+    assert "1 orphaned; files deleted: 1 data-file (" in real
     assert row(out, "snapshots", iceberg) == ("4", "2")
     assert row(out, "latest commit kind", iceberg) == ("APPEND", "REPLACE")
-    assert row(out, "live data files", iceberg) == ("4", "4")
+    assert row(out, "live data files", iceberg) == ("4", "1")
     assert row(out, "live rows", iceberg) == ("4000", "4000")
     assert row(out, "manifests (latest)", iceberg) == ("4", "1")
-    assert row(out, "data files on disk", iceberg) == ("5", "4")
+    assert row(out, "data files on disk", iceberg) == ("5", "1")
     root = tmp_path / "demo-warehouse" / "iceberg" / "demo" / "events_iceberg"
-    assert len(list((root / "data").glob("*.parquet"))) == 4
+    assert len(list((root / "data").glob("*.parquet"))) == 1
     assert len(list((tmp_path / "demo-airflow" / "demo-logs").glob("*.log"))) == 12

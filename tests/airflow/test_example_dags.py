@@ -427,9 +427,15 @@ def test_iceberg_maintenance_dag_on_a_sqlite_catalog(
     assert set(states.values()) == {"success"}
     table.refresh()
     snapshots = table.metadata.snapshots
-    # 4 appends, 3 expired, then the manifest compaction's replace snapshot on top of the last append.
+    # 4 appends, the data compaction's replace snapshot (4 files into 1), the 4 appends expired, then the
+    # manifest compaction's replace snapshot on top.
     assert len(snapshots) == 2 and snapshots[1].summary is not None
+    assert snapshots[0].summary is not None and snapshots[0].summary["deleted-data-files"] == "4"
     assert snapshots[1].summary.operation.value == "replace"
+    compacted = run.get_task_instance("compact_data").xcom_pull(task_ids="compact_data")
+    assert (compacted["filesRewritten"], compacted["filesAdded"]) == (4, 1)
+    live = [f for f in table.table.inspect.files().to_pylist() if f["content"] == 0]
+    assert len(live) == 1
     assert table.table.scan().to_arrow().num_rows == 40
     assert not os.path.exists(orphan)
     removed = run.get_task_instance("remove_orphan_files").xcom_pull(task_ids="remove_orphan_files")
@@ -450,7 +456,8 @@ def test_iceberg_maintenance_dag_without_a_catalog_keeps_a_hadoop_layout_table_u
     table = open_path_table(str(root))
     assert len(table.metadata.snapshots) == 2 and table.table.scan().to_arrow().num_rows == 10
     expired = run.get_task_instance("expire_snapshots").xcom_pull(task_ids="expire_snapshots")
-    assert (expired["table"], len(expired["snapshotsExpired"])) == (str(root), 1)
+    # both appends expire: the data compaction's replace snapshot is the one kept
+    assert (expired["table"], len(expired["snapshotsExpired"])) == (str(root), 2)
 
 
 def _iceberg_ingest_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:

@@ -101,6 +101,8 @@ def _compact_manifests(d: Mapping[str, Any]) -> str:
 
 
 def _compact_data(d: Mapping[str, Any]) -> str:
+    if d.get("format") == "iceberg":
+        return _compact_data_iceberg(d)
     if not d.get("groups"):
         return "no group of at least the minimum file count to compact"
     if d.get("dryRun"):
@@ -112,6 +114,34 @@ def _compact_data(d: Mapping[str, Any]) -> str:
         f"rewrote {d.get('filesRewritten')} files in {d.get('groups')} group(s) into {d.get('filesWritten')} "
         f"({human_bytes(d.get('bytesRewritten'))} -> {human_bytes(d.get('bytesWritten'))}); "
         f"committed snapshot {d.get('snapshotId')}"
+    )
+
+
+def _compact_data_iceberg(d: Mapping[str, Any]) -> str:
+    """Iceberg's document names Java's figures (files to rewrite, groups as a list, one or more commits)."""
+    groups = len(d.get("groups") or [])
+    if not groups:
+        return f"data compaction: nothing to rewrite ({plural(d.get('liveDataFiles') or 0, 'data file')})"
+    planned = (
+        f"{plural(d.get('filesToRewrite') or 0, 'file')} ({human_bytes(d.get('bytesToRewrite'))}) in "
+        f"{plural(groups, 'group')}"
+    )
+    if d.get("dryRun"):
+        return (
+            f"data compaction would rewrite {planned} into about {plural(d.get('expectedOutputFiles') or 0, 'file')}"
+            f", applying {plural(d.get('deleteFilesApplied') or 0, 'delete file')}"
+        )
+    commits = d.get("snapshotIds") or []
+    skipped = len(d.get("conflicts") or []) + len(d.get("failedCommits") or [])
+    tail = f"; {skipped} skipped (groups or commits that met concurrent changes)" if skipped else ""
+    if not commits:
+        return f"data compaction of {planned} committed nothing{tail}"
+    return (
+        f"data compaction rewrote {plural(d.get('filesRewritten') or 0, 'file')} in {d.get('groupsCommitted')} of "
+        f"{plural(groups, 'group')} into {plural(d.get('filesAdded') or 0, 'file')} "
+        f"({human_bytes(d.get('bytesAdded'))}), {plural(d.get('rowsPurged') or 0, 'deleted row')} purged, "
+        f"{plural(d.get('deleteFilesRemoved') or 0, 'delete file')} removed; {plural(len(commits), 'commit')}, "
+        f"last snapshot {d.get('snapshotId')}{tail}"
     )
 
 

@@ -31,7 +31,6 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import Fil
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import (
     scan_for_compaction,
 )
-from airflow_lakeformat.core.maintenance.results import human_bytes
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
@@ -86,15 +85,10 @@ class IcebergDataCompactionPlan:
         }
 
     def summary(self) -> str:
-        if not self.groups:
-            return f"{self.table}: data compaction: nothing to rewrite ({self.live_data_files} data files)"
-        groups = len(self.groups)
-        return (
-            f"{self.table}: data compaction would rewrite {self.files_to_rewrite} files "
-            f"({human_bytes(self.bytes_to_rewrite)}) in {groups} group{'s' if groups != 1 else ''} into about "
-            f"{self.expected_output_files} file{'s' if self.expected_output_files != 1 else ''}, applying "
-            f"{self.delete_files_applied} delete file{'s' if self.delete_files_applied != 1 else ''}"
-        )
+        """The one line the CLI prints and the operator logs (``core/maintenance/results.py``)."""
+        from airflow_lakeformat.core.maintenance.results import summary
+
+        return summary(self.to_json())
 
     def __repr__(self) -> str:
         return f"<IcebergDataCompactionPlan {self.summary()}>"

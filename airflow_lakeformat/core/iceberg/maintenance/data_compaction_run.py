@@ -46,7 +46,6 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import Fil
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import RewrittenFiles, rewrite_group
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path
 from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
-from airflow_lakeformat.core.maintenance.results import human_bytes
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -101,20 +100,10 @@ class IcebergDataCompactionResult:
         return document
 
     def summary(self) -> str:
-        if self.dry_run or not self.snapshot_ids:
-            return self.plan.summary()
-        commits = len(self.snapshot_ids)
-        line = (
-            f"{self.plan.table}: data compaction rewrote {self.files_rewritten} files in {self.groups_committed} of "
-            f"{len(self.plan.groups)} groups into {self.files_added} files ({human_bytes(self.bytes_added)}), "
-            f"{self.rows_purged} deleted rows purged, {self.delete_files_removed} delete files removed; "
-            f"{commits} commit{'s' if commits != 1 else ''}, last snapshot {self.snapshot_id}"
-        )
-        if self.conflicts:
-            line += f"; {len(self.conflicts)} groups skipped (concurrent deletes or rewrites)"
-        if self.failed_commits:
-            line += f"; {len(self.failed_commits)} commits failed"
-        return line
+        """The one line the CLI prints and the operator logs (``core/maintenance/results.py``)."""
+        from airflow_lakeformat.core.maintenance.results import summary
+
+        return summary(self.to_json())
 
     def __repr__(self) -> str:
         return f"<IcebergDataCompactionResult {self.summary()}>"
