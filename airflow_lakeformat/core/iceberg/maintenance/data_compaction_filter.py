@@ -49,7 +49,7 @@ def partition_filter(metadata: TableMetadata, where: str) -> Callable[[int, tupl
     except ParseException as exc:
         raise UsageError(
             f"where {where!r}: not a predicate Iceberg can parse (column {exc.col}); e.g. \"cat = 'a'\", "
-            "\"ts >= '2024-01-01T00:00:00'\", \"id IN (1, 2)\""
+            '"ts >= \'2024-01-01T00:00:00\'", "id IN (1, 2)"'
         ) from None
     try:
         bind(schema, expression, case_sensitive=False)
