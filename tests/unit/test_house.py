@@ -88,7 +88,7 @@ def upstairs_branches() -> list[tuple[str, int, bool]]:
 def test_the_scan_finds_the_branches_it_looks_for() -> None:
     source = (
         "if table.format == 'iceberg':\n    pass\n"
-        "x = 1 if args.format != \"paimon\" else 2\n"
+        'x = 1 if args.format != "paimon" else 2\n'
         "ok = fmt in ('paimon', 'iceberg')\n"
         "if isinstance(t, IcebergLakeTable):\n    pass\n"
         "if document['format'] == 'paimon':\n    pass\n"
