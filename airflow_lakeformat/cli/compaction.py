@@ -53,14 +53,8 @@ def compact_data(args: argparse.Namespace, out: TextIO) -> None:
         "min_file_count": args.min_input_files,
         "target_file_size": args.target_file_size,
     }
-    iceberg_only = {"where": args.where, "options": _options(args.option) or None}
-    # format branch: --where and --option are Java's rewrite_data_files arguments, which Paimon has no form of
-    if table.format != "iceberg":
-        named = [f"--{name}" for name, value in iceberg_only.items() if value is not None]
-        if named:
-            raise UsageError(f"{', '.join(named).replace('--options', '--option')}: only for Iceberg tables")
-    else:
-        given.update(iceberg_only)
+    # Iceberg's own arguments: the Paimon facade refuses them by name (UsageError), never ignores them
+    given.update({"where": args.where, "options": _options(args.option) or None})
     result = table.maintenance.compact_data(
         dry_run=args.dry_run, **{name: value for name, value in given.items() if value is not None}
     )

@@ -63,8 +63,8 @@ def open_command_table(args: argparse.Namespace) -> PaimonTable | IcebergLakeTab
     """The command's table through the facade (``open_table``): either format, picked once there.
 
     Raises:
-        UsageError: ``--branch`` on an Iceberg table or ``--format paimon`` with a catalog (the facade refuses
-            both), or a malformed flag.
+        UsageError: ``--branch`` on an Iceberg table (refused, not ignored), ``--format paimon`` with a catalog
+            (the facade refuses it), or a malformed flag.
         TableNotFoundError / UnknownTableFormatError: no table of either format at the path.
 
     Example:
@@ -73,4 +73,13 @@ def open_command_table(args: argparse.Namespace) -> PaimonTable | IcebergLakeTab
     """
     from airflow_lakeformat.core.tables import open_table
 
-    return open_table(args.table, **open_args(args))
+    options = open_args(args)
+    table = open_table(args.table, **options)
+    # format branch: the facade takes a branch for Paimon only (an Iceberg table is one handle for all its refs,
+    # which the sensor watches per branch); the CLI must not ignore a --branch the user gave.
+    if table.format == "iceberg" and options["branch"] != "main":
+        raise UsageError(
+            f"--branch {options['branch']}: a Paimon option; an Iceberg table's branches and tags are read "
+            "with files --ref NAME"
+        )
+    return table

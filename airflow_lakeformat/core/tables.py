@@ -109,15 +109,15 @@ def open_table(
         storage_options: fsspec options for the table's store (S3 keys, endpoint, ...).
         catalog: an Iceberg catalog name from pyiceberg's configuration (``~/.pyiceberg.yaml``).
         catalog_properties: Iceberg catalog properties as pyiceberg's ``load_catalog`` takes them.
-        branch: the Paimon branch to open (Iceberg refs are chosen per read: another branch on an Iceberg
-            table is refused, not ignored).
+        branch: the Paimon branch to open. An Iceberg table is one handle for all its refs, chosen per read
+            (``table.files(ref=...)``) or watched per branch by the sensor, so the argument does not apply to it.
 
     Returns:
         A table with ``.format``, ``.uri`` and ``.maintenance``.
 
     Raises:
         TableNotFoundError: no table of either format there (exit code 3 in the CLI).
-        UsageError: ``format="paimon"`` with a catalog, or a ``branch`` for an Iceberg table.
+        UsageError: ``format="paimon"`` with a catalog.
 
     Example:
         >>> open_table("s3://lake/db.db/events", storage_options={"endpoint_url": "http://127.0.0.1:8333"})
@@ -125,12 +125,6 @@ def open_table(
     format = table_format_for(format, catalog, catalog_properties) or detect_format(
         uri_or_identifier, storage_options=storage_options
     )
-    if format == "iceberg" and branch != "main":
-        # never ignore an option the caller gave: Iceberg branches and tags are refs chosen per read
-        raise UsageError(
-            f"branch {branch!r}: a Paimon option; an Iceberg table's branches and tags are read by ref "
-            "(files --ref NAME, table.files(ref=...))"
-        )
     if format == "iceberg":
         from airflow_lakeformat.core.iceberg.catalog.catalog import open_table as open_iceberg
 

@@ -181,7 +181,8 @@ def manual_maintenance_of_both_formats(stack: Stack) -> list[int]:
     assert (planned["dryRun"], sorted(planned["snapshotsExpired"])) == (True, sorted(appended[:2]))
 
     # Real runs: Paimon compacts the two files (a COMPACT snapshot) and expires snapshots 1 and 2 with the
-    # files only they used; Iceberg expires the first two appends and compacts the manifests.
+    # files only they used; Iceberg compacts its three small files into one (a replace snapshot), expires the
+    # three appends (the compaction's snapshot is the one kept) and compacts the manifests.
     real = trigger(stack, PAIMON_MAINTENANCE, {**paimon, "dry_run": False})
     iceberg_real = trigger(stack, ICEBERG_MAINTENANCE, {**iceberg, "batches": 0, "dry_run": False})
     finished(stack, PAIMON_MAINTENANCE, real)
@@ -196,14 +197,16 @@ def manual_maintenance_of_both_formats(stack: Stack) -> list[int]:
     data_after = {k for k in s3_keys(stack, f"{DEMO_TABLE}/") if k.endswith(".parquet")}
     assert len(data_before) == 2 and len(data_after) == 1 and not data_before & data_after
     finished(stack, ICEBERG_MAINTENANCE, iceberg_real)
+    data = xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "compact_data")
+    assert (data["dryRun"], data["filesRewritten"], data["filesAdded"]) == (False, 3, 1)
     expired = xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "expire_snapshots")
-    assert (expired["dryRun"], sorted(expired["snapshotsExpired"])) == (False, sorted(appended[:2]))
+    assert (expired["dryRun"], sorted(expired["snapshotsExpired"])) == (False, sorted(appended))
     assert xcom(stack, ICEBERG_MAINTENANCE, iceberg_real, "compact_manifests")["merge"] == "full"
     after, metadata = iceberg_metadata(stack)
     new = [k for k in after if k.endswith(".metadata.json") and k not in keys]
-    assert len(new) == 2, "the expiry's and the manifest compaction's commits"
-    assert metadata["snapshots"][0]["snapshot-id"] == appended[2], "the last append is kept"
-    assert [s["summary"]["operation"] for s in metadata["snapshots"]] == ["append", "replace"]
+    assert len(new) == 3, "the data compaction's, the expiry's and the manifest compaction's commits"
+    assert metadata["snapshots"][0]["snapshot-id"] == data["snapshotId"], "the compaction's snapshot is kept"
+    assert [s["summary"]["operation"] for s in metadata["snapshots"]] == ["replace", "replace"]
 
     # Bad input: each run stops in its validation task with one message; nothing else runs.
     paimon_keys = s3_keys(stack, f"{DEMO_TABLE}/")
@@ -283,7 +286,8 @@ def ingested(stack: Stack, run_id: str, table: str, rows: int) -> int:
 
 
 def iceberg_ingest_and_downstream(stack: Stack, maintenance_appends: list[int]) -> None:
-    """After :func:`manual_maintenance_of_both_formats` (its table: the last append under a ``replace``):
+    """After :func:`manual_maintenance_of_both_formats` (its table: the data compaction's ``replace`` under the
+    manifest compaction's):
     ingest into the Iceberg table on S3; the watcher in the triggerer records the commit as an Asset event,
     which runs the Asset-scheduled DAG; the deferred sensor completes on a second ingest's snapshot. Every
     event of the table's Asset comes from the watcher, one per data commit, never for the ``replace``."""
@@ -291,8 +295,10 @@ def iceberg_ingest_and_downstream(stack: Stack, maintenance_appends: list[int]) 
     rows = int(stack.env("airflow-scheduler").get("LAKEFORMAT_INGEST_ROWS", "1000"))
     keys, metadata = iceberg_metadata(stack)
     versions = [k for k in keys if k.endswith(".metadata.json")]
-    [replaced] = [s["snapshot-id"] for s in metadata["snapshots"] if s["summary"]["operation"] == "replace"]
-    assert metadata["current-snapshot-id"] == replaced
+    # the head is the manifest compaction's replace, on top of the data compaction's replace
+    replaced = metadata["current-snapshot-id"]
+    [head] = [s for s in metadata["snapshots"] if s["snapshot-id"] == replaced]
+    assert head["summary"]["operation"] == "replace"
 
     # Ingest: one append on top of the replace, one more metadata file on SeaweedFS.
     first = ingested(stack, trigger(stack, ICEBERG_INGEST), table, rows)

@@ -63,9 +63,9 @@ def test_compact_data_on_a_paimon_table_and_what_only_iceberg_takes(tmp_path: Pa
         document["format"] == "paimon" and document["dryRun"] is False and document["snapshotId"] is not None
     )
     assert sorted(r[1] for r in rows_of(table)) == expected
-    for flags in (["--where", "p = 'a'"], ["--option", "rewrite-all=true"]):
+    for flags, name in ((["--where", "p = 'a'"], "where"), (["--option", "rewrite-all=true"], "options")):
         code, out, err = run("compact-data", root, *flags)
-        assert code == 2 and f"{flags[0]}: only for Iceberg tables" in err and out == ""
+        assert code == 2 and f"{name}: only for Iceberg tables" in err and out == ""
     code, _, err = run("compact-deletes", root)
     assert code == 2 and "only for Iceberg tables" in err
 
