@@ -311,7 +311,13 @@ def test_the_iceberg_dag_stops_a_short_orphan_age_in_validation_before_any_appen
     # ensure_table found the table and left it alone; validation failed; nothing after it ran.
     assert states.pop("ensure_table") == ("success", 1)
     message = assert_stopped_at_validation(states, capsys)
-    assert set(states) == {"append_batches", "expire_snapshots", "compact_manifests", "remove_orphan_files"}
+    assert set(states) == {
+        "append_batches",
+        "compact_data",
+        "expire_snapshots",
+        "compact_manifests",
+        "remove_orphan_files",
+    }
     assert message == (
         "1 invalid input, nothing was run: orphan_older_than '2 h' is under the 24 h floor for Iceberg tables: "
         "a younger file may belong to a commit still being written; give at least 24 h, or set "
