@@ -142,7 +142,13 @@ class _RollingWriter:
         self._partition = partition
         self._split_size = split_size
         self._locations = load_location_provider(metadata.location, metadata.properties)
-        self._key = cast("PartitionKey", _PartitionPath(self._spec, self._schema, partition))
+        # an unpartitioned table's files go straight under data/ (an empty partition path would make "data//",
+        # which local file systems tolerate and S3 does not)
+        self._key = (
+            cast("PartitionKey", _PartitionPath(self._spec, self._schema, partition))
+            if self._spec.fields
+            else None
+        )
         self._write_uuid = uuid.uuid4()
         self._writer: Any = None
         self._output: Any = None
