@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal, TextIO
 
 from airflow_lakeformat.cli.output import finish
 from airflow_lakeformat.cli.tables import catalog_properties
-from airflow_lakeformat.core.errors import LakeformatError, UnknownTableFormatError, UsageError
+from airflow_lakeformat.core.errors import LakeformatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
-from airflow_lakeformat.core.tables import table_format_for
+from airflow_lakeformat.core.tables import refuse_iceberg_table_at, table_format_for
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.catalog.table_definition import SqlColumn
@@ -228,7 +228,7 @@ def _create_paimon(
     with _usage(args.table):  # Paimon's rules: known keys, primary keys covering the partition keys
         schema = schema_from_fields(fields, partition_keys, primary_keys, options=options)
     storage = parse_storage_options(args.storage_option)
-    _refuse_iceberg_table_at(args.table, storage)
+    refuse_iceberg_table_at(args.table, storage)
     table = create_table(args.table, schema, storage)
     document = _document({"table": table.uri, "format": "paimon", "schema": schema.to_json()})
     finish(args.json, document, f"created {table.uri} (schema 0, {len(schema.fields)} fields)", out)
@@ -238,17 +238,3 @@ def _document(created: dict[str, Any]) -> dict[str, Any]:
     """The create-table document of either format: ``operation``, ``format``, ``table``, ``dryRun`` first (as
     every changing command's), then the format's own: its schema as the format writes it."""
     return {"operation": "create-table", "dryRun": False, **created}
-
-
-def _refuse_iceberg_table_at(uri: str, storage_options: dict[str, Any]) -> None:
-    """A Paimon table is never created inside an Iceberg table's root."""
-    from airflow_lakeformat.core.formats import detect_format
-
-    try:
-        found = detect_format(uri, storage_options=storage_options)
-    except UnknownTableFormatError:
-        return
-    if found == "iceberg":
-        from airflow_lakeformat.core.iceberg.errors import IcebergTableAlreadyExistsError
-
-        raise IcebergTableAlreadyExistsError(uri)

@@ -63,12 +63,8 @@ _EMPTY = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted"
 
 
 def table_writes(table: PaimonTable | IcebergLakeTable) -> PaimonWrites | IcebergWrites:
-    """The writer of a facade table (``open_table(...)``), by the class the facade picked for it."""
-    from airflow_lakeformat.core.tables import IcebergLakeTable
-
-    if isinstance(table, IcebergLakeTable):
-        return IcebergWrites(table.native)
-    return PaimonWrites(table.native)
+    """The writer of a facade table (``open_table(...)``): the one its class names (``table.writes()``)."""
+    return table.writes()
 
 
 def overwrite_filter(value: Mapping[str, Any] | str | None) -> tuple[bool, dict[str, str | None] | None]:

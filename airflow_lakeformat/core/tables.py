@@ -51,6 +51,7 @@ if TYPE_CHECKING:
         SnapshotInfo,
         TableInspection,
     )
+    from airflow_lakeformat.core.table_writes import IcebergWrites, PaimonWrites
 
 __all__ = [
     "IcebergLakeTable",
@@ -88,6 +89,24 @@ def table_format_for(
     if format is not None and format not in ("paimon", "iceberg"):
         raise ValueError(f"format must be 'paimon' or 'iceberg', not {format!r}")
     return "iceberg" if in_catalog else format
+
+
+def refuse_iceberg_table_at(uri: str, storage_options: Mapping[str, Any] | None = None) -> None:
+    """Before a Paimon table is created at ``uri``: refuse when an Iceberg table already lives there.
+
+    Raises:
+        IcebergTableAlreadyExistsError: ``uri`` holds an Iceberg table.
+    """
+    from airflow_lakeformat.core.errors import UnknownTableFormatError
+
+    try:
+        found = detect_format(uri, storage_options=storage_options)
+    except UnknownTableFormatError:
+        return
+    if found == "iceberg":
+        from airflow_lakeformat.core.iceberg.errors import IcebergTableAlreadyExistsError
+
+        raise IcebergTableAlreadyExistsError(uri)
 
 
 def open_table(
@@ -155,6 +174,12 @@ class PaimonTable:
     @property
     def uri(self) -> str:
         return self.native.uri
+
+    def writes(self) -> PaimonWrites:
+        """Exactly-once commits of staged files and rows (``core/table_writes.py``)."""
+        from airflow_lakeformat.core.table_writes import PaimonWrites
+
+        return PaimonWrites(self.native)
 
     def write_schema(self) -> WriteSchema:
         """The columns a write must deliver, for ``core.sources.read_source`` (Paimon's types and names)."""
@@ -305,6 +330,12 @@ class IcebergLakeTable:
     @property
     def uri(self) -> str:
         return self.native.name
+
+    def writes(self) -> IcebergWrites:
+        """Exactly-once commits of staged files and rows (``core/table_writes.py``)."""
+        from airflow_lakeformat.core.table_writes import IcebergWrites
+
+        return IcebergWrites(self.native)
 
     def write_schema(self) -> WriteSchema:
         """The columns a write must deliver, for ``core.sources.read_source`` (the current schema's)."""

@@ -48,8 +48,6 @@ def _prefix(d: Mapping[str, Any]) -> str:
 
 
 def _expire(d: Mapping[str, Any]) -> str:
-    if d.get("format") == "iceberg":
-        return _expire_iceberg(d)
     expired = d.get("snapshotsExpired") or []
     verb = "would expire" if d.get("dryRun") else "expired"
     span = f"snapshots {expired[0]}..{expired[-1]}" if expired else "no snapshots"
@@ -101,8 +99,6 @@ def _compact_manifests(d: Mapping[str, Any]) -> str:
 
 
 def _compact_data(d: Mapping[str, Any]) -> str:
-    if d.get("format") == "iceberg":
-        return _compact_data_iceberg(d)
     if not d.get("groups"):
         return "no group of at least the minimum file count to compact"
     if d.get("dryRun"):
@@ -169,6 +165,12 @@ def _commit(d: Mapping[str, Any]) -> str:
     )
 
 
+# A format whose document for an operation has its own fields (Iceberg's random snapshot ids, Java's compaction
+# figures) has its own line, looked up by (operation, format) before the operation's shared one.
+_FORMAT_SUMMARIES: dict[tuple[str, str], Callable[[Mapping[str, Any]], str]] = {
+    ("expire-snapshots", "iceberg"): _expire_iceberg,
+    ("compact-data", "iceberg"): _compact_data_iceberg,
+}
 _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "expire-snapshots": _expire,
     "remove-orphan-files": _orphans,
@@ -189,7 +191,8 @@ def summary(document: Mapping[str, Any]) -> str:
         ``"<table>: <what happened>"`` (without the prefix when the document names no table), followed by
         ``"; execution: spark"`` (or ``local``) when the document says where it ran.
     """
-    render = _SUMMARIES.get(str(document.get("operation")))
+    operation = str(document.get("operation"))
+    render = _FORMAT_SUMMARIES.get((operation, str(document.get("format")))) or _SUMMARIES.get(operation)
     text = render(document) if render else f"{document.get('operation', 'operation')} done"
     where = f"; execution: {document['execution']}" if document.get("execution") else ""
     return _prefix(document) + text + where
