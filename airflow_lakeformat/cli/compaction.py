@@ -3,12 +3,14 @@
 Both open the table through the facade and call ``table.maintenance.compact_data`` / ``compact_deletes``, so the
 CLI, the Python API and the operator run the same code. They add files and commit unless ``--dry-run`` (the one
 dry-run rule: what they replace stays on disk until an expiry deletes it). The flags both formats take are the
-facade's shorthands (``--min-input-files``, ``--target-file-size``, ``--partition``); ``--where`` and ``--option``
-(Java's ``rewrite_data_files`` options by name) are Iceberg's and refused on a Paimon table, named by flag.
+facade's shorthands (``--min-input-files``, ``--target-file-size``, ``--partition``); ``--where``, ``--option``
+(Java's ``rewrite_data_files`` options by name), ``--strategy`` and ``--sort-order`` (Java's sort rewrite: each
+group's rows sorted across its files) are Iceberg's and refused on a Paimon table, named by flag.
 
 Example:
     >>> from airflow_lakeformat.cli import main
     >>> main(["compact-data", "/wh/db.db/t", "--min-input-files", "2", "--dry-run"])  # doctest: +SKIP
+    >>> main(["compact-data", "/wh/db/t", "--strategy", "sort", "--sort-order", "id DESC NULLS LAST"])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -54,7 +56,14 @@ def compact_data(args: argparse.Namespace, out: TextIO) -> None:
         "target_file_size": args.target_file_size,
     }
     # Iceberg's own arguments: the Paimon facade refuses them by name (UsageError), never ignores them
-    given.update({"where": args.where, "options": _options(args.option) or None})
+    given.update(
+        {
+            "where": args.where,
+            "options": _options(args.option) or None,
+            "strategy": args.strategy,
+            "sort_order": args.sort_order,
+        }
+    )
     result = table.maintenance.compact_data(
         dry_run=args.dry_run, **{name: value for name, value in given.items() if value is not None}
     )

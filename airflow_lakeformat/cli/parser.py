@@ -242,6 +242,18 @@ def add_compaction_commands(add: Adder) -> None:
         help="Iceberg: a rewrite_data_files option by Java's name, e.g. rewrite-all=true, "
         "partial-progress.enabled=true, remove-dangling-deletes=true (repeatable) (default: Java's defaults)",
     )
+    data.add_argument(
+        "--strategy",
+        choices=("binpack", "sort"),
+        help="Iceberg: binpack, or sort each group's rows across its files by the sort order, as Java's "
+        "rewrite_data_files strategy => 'sort' (default: binpack, sort when --sort-order is given)",
+    )
+    data.add_argument(
+        "--sort-order",
+        metavar="ORDER",
+        help='Iceberg: sort by this instead of the table\'s sort order, e.g. "id DESC NULLS LAST, name"; '
+        "implies --strategy sort (default: the table's sort order)",
+    )
     deletes = add(
         "compact-deletes",
         "compaction:compact_deletes",

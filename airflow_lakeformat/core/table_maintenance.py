@@ -270,6 +270,8 @@ class PaimonMaintenance(MaintenanceBase):
         commit_user: str | None = None,
         where: str | None = None,
         options: Mapping[str, str] | None = None,
+        strategy: str | None = None,
+        sort_order: str | None = None,
     ) -> DataCompactionResult:
         """Rewrite small level-0 Parquet files of an append table into target-size files (one COMPACT snapshot).
 
@@ -280,12 +282,16 @@ class PaimonMaintenance(MaintenanceBase):
             min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
             target_file_size: bytes per output file (``target-file-size``).
             commit_user: the commit user of the COMPACT snapshot (default: a new one per run).
-            where, options: Iceberg's (a predicate, Java's rewrite_data_files options): refused by name here.
+            where, options, strategy, sort_order: Iceberg's (a predicate, Java's rewrite_data_files options, its
+                sort strategy and order): refused by name here.
         """
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
 
         refuse_options(
-            self.table.uri, {"where": where, "options": options or None}, only="Iceberg", this="a Paimon"
+            self.table.uri,
+            {"where": where, "options": options or None, "strategy": strategy, "sort_order": sort_order},
+            only="Iceberg",
+            this="a Paimon",
         )
 
         return compact_data(

@@ -323,8 +323,10 @@ class IcebergMaintenance(MaintenanceBase):
         partitions: Sequence[Mapping[str, str | None]] | None = None,
         min_file_count: int | None = None,
         target_file_size: int | None = None,
+        strategy: str | None = None,
+        sort_order: str | None = None,
     ) -> IcebergDataCompactionPlan:
-        """The groups Java's ``rewrite_data_files`` bin-pack planner would rewrite; reads, writes nothing.
+        """The groups Java's ``rewrite_data_files`` planner would rewrite; reads, writes nothing.
 
         Args:
             options: Java's options by name (``{"min-input-files": "2", "rewrite-all": "true"}``).
@@ -332,11 +334,16 @@ class IcebergMaintenance(MaintenanceBase):
             partitions, min_file_count, target_file_size: the Paimon-named shorthands the operators and the CLI
                 pass for both formats: partitions by value (become ``where``), ``min-input-files`` and
                 ``target-file-size-bytes``.
+            strategy: ``"binpack"`` (default) or ``"sort"``, Java's procedure argument.
+            sort_order: Java's ``sort_order`` text (``"id DESC NULLS LAST, name"``); implies ``sort``; default:
+                the table's sort order.
         """
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
 
         merged, predicate = compaction_arguments(options, where, partitions, min_file_count, target_file_size)
-        return plan_data_compaction(self.table, merged, where=predicate)
+        return plan_data_compaction(
+            self.table, merged, where=predicate, strategy=strategy, sort_order=sort_order
+        )
 
     def compact_data(
         self,
@@ -348,26 +355,36 @@ class IcebergMaintenance(MaintenanceBase):
         min_file_count: int | None = None,
         target_file_size: int | None = None,
         commit_user: str | None = None,
+        strategy: str | None = None,
+        sort_order: str | None = None,
     ) -> IcebergDataCompactionResult:
         """Rewrite small files and files with many deletes, deletes applied, as ``replace`` snapshots.
 
-        Java's ``rewrite_data_files`` (bin-pack), validated against concurrent commits
-        (``core/iceberg/maintenance/data_compaction_run.py``).
+        Java's ``rewrite_data_files`` (bin-pack, or sort: each group's rows sorted across its files in bounded
+        memory), validated against concurrent commits (``core/iceberg/maintenance/data_compaction_run.py``).
 
         Args:
             dry_run: plan and report, write and commit nothing.
-            options, where, partitions, min_file_count, target_file_size: as for :meth:`plan_compact_data`.
+            options, where, partitions, min_file_count, target_file_size, strategy, sort_order: as for
+                :meth:`plan_compact_data`.
             commit_user: recorded as ``lakeformat.commit-user`` in each snapshot's summary.
 
         Example:
             >>> table.maintenance.compact_data(options={"min-input-files": "2"}).summary()  # doctest: +SKIP
+            >>> table.maintenance.compact_data(strategy="sort", sort_order="id DESC NULLS LAST")  # doctest: +SKIP
         """
+        from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 
         merged, predicate = compaction_arguments(options, where, partitions, min_file_count, target_file_size)
         properties = {COMMIT_USER_PROPERTY: commit_user} if commit_user else None
+        chosen: dict[str, str] | CompactionOptions = merged
+        if strategy is not None or sort_order is not None:  # the run takes them inside its options
+            chosen = CompactionOptions.from_options(
+                merged, self.table.metadata.properties, strategy=strategy, sort_order=sort_order
+            )
         return compact_data(
-            self.table, merged, dry_run=dry_run, where=predicate, snapshot_properties=properties
+            self.table, chosen, dry_run=dry_run, where=predicate, snapshot_properties=properties
         )
 
     def compact_deletes(

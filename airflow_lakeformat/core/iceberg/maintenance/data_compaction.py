@@ -10,6 +10,10 @@ The entry point of the data-compaction room (Java's ``RewriteDataFilesSparkActio
 4. plan groups (``data_compaction_plan``: Java's bin-pack planner with Java's options,
    ``data_compaction_options``).
 
+With ``strategy="sort"`` the sort order (the one given, else the table's) is resolved against the current schema
+first (``data_compaction_sort.resolve_sort_order``; an unsorted table without one is refused before anything is
+read), and every group carries its keys: the rewrite sorts the group's rows across its output files.
+
 Executing the plan (rewrite, the validated ``replace`` commit, partial progress) is ``data_compaction_run``.
 
 Example:
@@ -21,7 +25,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
@@ -30,6 +34,11 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import 
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import FileGroup, plan_file_groups
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import (
     scan_for_compaction,
+)
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import (
+    SortKey,
+    describe_sort_order,
+    resolve_sort_order,
 )
 
 if TYPE_CHECKING:
@@ -49,6 +58,7 @@ class IcebergDataCompactionPlan:
     live_data_files: int
     live_delete_files: int
     groups: tuple[FileGroup, ...]
+    sort_keys: tuple[SortKey, ...] = ()
 
     @property
     def files_to_rewrite(self) -> int:
@@ -74,6 +84,8 @@ class IcebergDataCompactionPlan:
             "dryRun": True,
             "snapshotId": self.snapshot_id,
             "sequenceNumber": self.sequence_number,
+            "strategy": self.options.strategy,
+            "sortOrder": describe_sort_order(self.sort_keys) if self.sort_keys else None,
             "liveDataFiles": self.live_data_files,
             "liveDeleteFiles": self.live_delete_files,
             "filesToRewrite": self.files_to_rewrite,
@@ -109,6 +121,8 @@ def plan_data_compaction(
     options: Mapping[str, str] | CompactionOptions | None = None,
     *,
     where: str | None = None,
+    strategy: str | None = None,
+    sort_order: str | None = None,
 ) -> IcebergDataCompactionPlan:
     """Which files of ``main``'s head a compaction rewrites, grouped as Java's bin-pack planner groups them.
 
@@ -118,21 +132,31 @@ def plan_data_compaction(
             :class:`CompactionOptions`; the target size defaults to ``write.target-file-size-bytes``.
         where: only files whose partition may hold rows matching this predicate (``"cat = 'a'"``; see
             ``data_compaction_filter``); each selected file is rewritten with all its rows.
+        strategy, sort_order: Java's procedure arguments (``"sort"``, ``"id DESC NULLS LAST"``), when ``options``
+            is a mapping (a :class:`CompactionOptions` carries its own).
 
     Raises:
-        UnsupportedFormatError: a v3 table, or a group holding a data file that is not Parquet.
-        UsageError: an unknown option or a value Java refuses.
+        UnsupportedFormatError: a v3 table, or a group holding a data file that is not Parquet; a table sort
+            order with a transform.
+        UsageError: an unknown option or a value Java refuses; a sort without a sort order, a z-order.
     """
     check_rewritable(table)
     if not isinstance(options, CompactionOptions):
-        options = CompactionOptions.from_options(options, table.metadata.properties)
+        options = CompactionOptions.from_options(
+            options, table.metadata.properties, strategy=strategy, sort_order=sort_order
+        )
+    keys: tuple[SortKey, ...] = ()
+    if options.strategy == "sort":
+        keys = resolve_sort_order(table.metadata, table.name, options.sort_order)
     head = table.snapshot(ref="main")
     if head is None:
-        return IcebergDataCompactionPlan(table.name, None, 0, options, 0, 0, ())
+        return IcebergDataCompactionPlan(table.name, None, 0, options, 0, 0, (), keys)
     keep = partition_filter(table.metadata, where) if where else None
     scan = scan_for_compaction(table, head)
     candidates = [c for c in scan.candidates if keep is None or keep(c.spec_id, c.partition)]
     groups = plan_file_groups(candidates, current_spec_id=table.metadata.default_spec_id, options=options)
+    if keys:
+        groups = [replace(g, sort_keys=keys) for g in groups]
     formats = {f.path: f.file_format.upper() for f in scan.data_files}
     for group in groups:
         for candidate in group.files:
@@ -149,4 +173,5 @@ def plan_data_compaction(
         live_data_files=len(scan.candidates),
         live_delete_files=len(scan.deletes.all_deletes()),
         groups=tuple(groups),
+        sort_keys=keys,
     )

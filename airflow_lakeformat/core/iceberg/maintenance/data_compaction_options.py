@@ -7,6 +7,11 @@ planner classes). The target size comes from the option, else the table property
 target. An option Java does not know is refused as Java refuses it ("Cannot use options [...]"), so a typo never
 silently falls back to a default.
 
+The strategy is Java's procedure argument: ``binpack`` (the default) or ``sort``; a ``sort_order`` given without a
+strategy means sort, and ``binpack`` with a ``sort_order`` is refused (Java's action refuses a second rewriter).
+The sort-only options ``compression-factor`` and ``shuffle-partitions-per-file`` are known only with ``sort`` (with
+bin-pack they are unknown, as in Java); z-order (``zorder(...)`` in the sort order) is refused, not supported yet.
+
 Example:
     >>> opts = CompactionOptions.from_options({"min-input-files": "2"}, {"write.target-file-size-bytes": "1000"})
     >>> (opts.target_file_size_bytes, opts.min_file_size_bytes, opts.max_file_size_bytes, opts.min_input_files)
@@ -20,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from airflow_lakeformat.core.errors import UsageError
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import parse_sort_order
 
 TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
 DEFAULT_TARGET_FILE_SIZE = 536_870_912  # 512 MiB, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
@@ -29,6 +35,11 @@ DEFAULT_MIN_INPUT_FILES = 5
 DEFAULT_MAX_FILE_GROUP_SIZE = 107_374_182_400  # 100 GiB
 DEFAULT_DELETE_FILE_THRESHOLD = 2_147_483_647  # Integer.MAX_VALUE: off
 DEFAULT_DELETE_RATIO_THRESHOLD = 0.3
+
+Strategy = Literal["binpack", "sort"]
+STRATEGIES: tuple[str, ...] = ("binpack", "sort")
+# SparkShufflingDataRewritePlanner / SparkShufflingFileRewriteRunner: known to the sort (and z-order) rewriter only
+SORT_OPTIONS = frozenset({"compression-factor", "shuffle-partitions-per-file"})
 
 JobOrder = Literal["none", "bytes-asc", "bytes-desc", "files-asc", "files-desc"]
 JOB_ORDERS: tuple[str, ...] = ("none", "bytes-asc", "bytes-desc", "files-asc", "files-desc")
@@ -106,6 +117,12 @@ class CompactionOptions:
     partial_progress_max_commits: int = 10
     use_starting_sequence_number: bool = True
     remove_dangling_deletes: bool = False
+    strategy: Strategy = "binpack"
+    sort_order: str | None = (
+        None  # the text given (None: the table's sort order), checked against the schema later
+    )
+    compression_factor: float = 1.0
+    shuffle_partitions_per_file: int = 1
 
     @property
     def write_max_file_size(self) -> int:
@@ -115,19 +132,34 @@ class CompactionOptions:
 
     @classmethod
     def from_options(
-        cls, options: Mapping[str, str] | None = None, table_properties: Mapping[str, str] | None = None
+        cls,
+        options: Mapping[str, str] | None = None,
+        table_properties: Mapping[str, str] | None = None,
+        *,
+        strategy: str | None = None,
+        sort_order: str | None = None,
     ) -> CompactionOptions:
         """Java's options (text values, as the procedure's ``options => map(...)`` takes them), validated.
 
         Args:
             options: option name to value, e.g. ``{"min-input-files": "2", "rewrite-all": "true"}``.
             table_properties: the table's properties (``write.target-file-size-bytes`` is read from them).
+            strategy: ``binpack`` or ``sort`` (Java's procedure argument); default: ``sort`` when a
+                ``sort_order`` is given, else ``binpack``.
+            sort_order: Java's ``sort_order`` text, ``"id DESC NULLS LAST, name"`` (default: the table's).
 
         Raises:
-            UsageError: an unknown option, or a value Java would refuse (named, with the rule).
+            UsageError: an unknown option, or a value Java would refuse (named, with the rule); an unknown strategy,
+                ``binpack`` with a sort order, a malformed sort order or a z-order.
+
+        Example:
+            >>> CompactionOptions.from_options({"compression-factor": "2"}, sort_order="id DESC").strategy
+            'sort'
         """
         options = dict(options or {})
-        unknown = sorted(set(options) - KNOWN_OPTIONS)
+        chosen = _strategy(strategy, sort_order)
+        known = KNOWN_OPTIONS | SORT_OPTIONS if chosen == "sort" else KNOWN_OPTIONS
+        unknown = sorted(set(options) - known)
         _require(not unknown, f"Cannot use options {unknown}, they are not supported by data compaction")
         table_target = _integer(
             dict(table_properties or {}), TARGET_FILE_SIZE_PROPERTY, DEFAULT_TARGET_FILE_SIZE
@@ -151,6 +183,7 @@ class CompactionOptions:
             max_file_size_bytes=maximum,
             **_planner_fields(options),
             **_commit_fields(options),
+            **_sort_fields(options, chosen, sort_order),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -170,7 +203,14 @@ class CompactionOptions:
             "partial-progress.max-commits": self.partial_progress_max_commits,
             "use-starting-sequence-number": self.use_starting_sequence_number,
             "remove-dangling-deletes": self.remove_dangling_deletes,
-        }
+        } | (
+            {
+                "compression-factor": self.compression_factor,
+                "shuffle-partitions-per-file": self.shuffle_partitions_per_file,
+            }
+            if self.strategy == "sort"
+            else {}
+        )
 
 
 def _planner_fields(options: Mapping[str, str]) -> dict[str, Any]:
@@ -208,4 +248,35 @@ def _commit_fields(options: Mapping[str, str]) -> dict[str, Any]:
         "partial_progress_max_commits": commits,
         "use_starting_sequence_number": _boolean(options, "use-starting-sequence-number", True),
         "remove_dangling_deletes": _boolean(options, "remove-dangling-deletes", False),
+    }
+
+
+def _strategy(strategy: str | None, sort_order: str | None) -> Strategy:
+    """Java's ``RewriteDataFilesProcedure``: the strategy named, or sort when only a sort order is given."""
+    if strategy is None:
+        return "sort" if sort_order is not None else "binpack"
+    chosen = strategy.strip().lower()
+    _require(chosen in STRATEGIES, f"unsupported strategy: {strategy}. Only binpack or sort is supported")
+    _require(
+        not (chosen == "binpack" and sort_order is not None),
+        "Must use only one rewriter type (bin-pack, sort, zorder): strategy binpack takes no sort order",
+    )
+    return "sort" if chosen == "sort" else "binpack"
+
+
+def _sort_fields(options: Mapping[str, str], strategy: Strategy, sort_order: str | None) -> dict[str, Any]:
+    if strategy != "sort":
+        return {}
+    if sort_order is not None:
+        parse_sort_order(sort_order)  # syntax, z-order and transforms refused before anything is read
+    factor = _ratio(options, "compression-factor", 1.0)
+    shuffle = _integer(options, "shuffle-partitions-per-file", 1)
+    assert shuffle is not None
+    _require(factor > 0, f"compression-factor must be > 0, not {factor}")
+    _require(shuffle > 0, f"shuffle-partitions-per-file must be > 0, not {shuffle}")
+    return {
+        "strategy": strategy,
+        "sort_order": sort_order,
+        "compression_factor": factor,
+        "shuffle_partitions_per_file": shuffle,
     }

@@ -19,7 +19,10 @@ one :class:`CompactionCandidate` per live data file with the deletes that apply 
    ``rewrite-job-order``. Unlike Java 1.10.2 (#15576, fixed in 1.11.0) a cut group's sizing is computed from the
    files it keeps.
 
-Each group carries Java's sizing: the expected number of output files and the read split size.
+Each group carries Java's sizing: the expected number of output files and the read split size. With
+``strategy=sort`` selection and grouping are the same (Java's ``SparkShufflingDataRewritePlanner`` extends the
+bin-pack planner); only the expected output files are computed on the group's bytes times ``compression-factor``
+(at least 1), and the group carries the sort keys its rewrite sorts by.
 
 Example:
     >>> from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
@@ -36,6 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import SortKey
 
 DeleteContent = Literal["position", "equality", "deletion-vector"]
 # Java's inputSplitSize adds the file-open cost it sets for the read (5 KiB) to each split.
@@ -75,6 +79,8 @@ class FileGroup:
     reasons: dict[str, int] = field(default_factory=dict)
     expected_output_files: int = 1
     split_size: int = 0
+    # the sort strategy's keys (data_compaction_sort); empty for bin-pack
+    sort_keys: tuple[SortKey, ...] = ()
 
     @property
     def input_bytes(self) -> int:
@@ -210,11 +216,13 @@ def _make_group(
         reason = "rewrite-all" if options.rewrite_all else selection_reason(candidate, options) or "in-group"
         reasons[reason] = reasons.get(reason, 0) + 1
     size = sum(f.file_size for f in files)
+    # Java's SparkShufflingDataRewritePlanner: a sort's output estimate is on the bytes times compression-factor
+    output_bytes = int(size * options.compression_factor) if options.strategy == "sort" else size
     return FileGroup(
         partition=partition,
         files=tuple(files),
         reasons=reasons,
-        expected_output_files=expected_output_files(size, options),
+        expected_output_files=max(1, expected_output_files(output_bytes, options)),
         split_size=input_split_size(size, options),
     )
 

@@ -12,6 +12,11 @@ Follows Java's ``SparkBinPackFileRewriteRunner`` (1.10.2) for a group of the cur
    Java splits the group's read into ``expectedOutputFiles`` pieces; each output file's partition is the group's.
 3. **Describe** each output as a ``DataFile`` (statistics from the Parquet footer: counts, null counts, bounds).
 
+With ``strategy=sort`` (Java's ``SparkSortFileRewriteRunner``) the group's live rows go through the external merge
+sort of ``data_compaction_sort`` (bounded memory: sorted runs spilled to disk, then merged) and are written in
+order, ``ceil(rows / expectedOutputFiles)`` rows per file as Java's range shuffle splits them, so the group's
+files follow each other in the sort order; they carry ``sort_order_id`` 0, as Java's rewrite writes them.
+
 A group whose rows are all deleted writes no file. Groups of files from an older partition spec would need their
 rows re-partitioned by the current spec's transforms; they are refused (``UnsupportedFormatError``) until that
 lands. Nothing here commits: the files are new and unreferenced until the ``replace`` commit names them.
@@ -19,6 +24,7 @@ lands. Nothing here commits: the files are new and unreferenced until the ``repl
 
 from __future__ import annotations
 
+import math
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +35,11 @@ import pyarrow.parquet as pq
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import CompactionCandidate, FileGroup
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import (
+    UNSORTED_ORDER_ID,
+    ExternalSort,
+    SortBudget,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -48,6 +59,7 @@ class RewrittenFiles:
     locations: list[str] = field(default_factory=list)
     rows_read: int = 0
     rows_written: int = 0
+    runs_spilled: int = 0  # sort strategy: sorted runs written to disk (0: the group was sorted in memory)
 
     @property
     def rows_deleted(self) -> int:
@@ -130,7 +142,13 @@ def read_live_rows(
 class _RollingWriter:
     """Parquet files of one partition, a new one after ``split_size`` bytes of input."""
 
-    def __init__(self, table: IcebergTable, partition: tuple[Any, ...], split_size: int) -> None:
+    def __init__(
+        self,
+        table: IcebergTable,
+        partition: tuple[Any, ...],
+        split_size: float,
+        sort_order_id: int | None = None,
+    ) -> None:
         from pyiceberg.io.pyarrow import ParquetFormatModel
         from pyiceberg.table.locations import load_location_provider
 
@@ -141,6 +159,7 @@ class _RollingWriter:
         self._spec = metadata.spec()
         self._partition = partition
         self._split_size = split_size
+        self._sort_order_id = sort_order_id
         self._locations = load_location_provider(metadata.location, metadata.properties)
         # an unpartitioned table's files go straight under data/ (an empty partition path would make "data//",
         # which local file systems tolerate and S3 does not)
@@ -155,6 +174,11 @@ class _RollingWriter:
         self._input_bytes = 0.0
         self.written: list[DataFile] = []
         self.locations: list[str] = []
+
+    def roll_every(self, split_size: float, sort_order_id: int | None) -> None:
+        """Roll after ``split_size`` units of what :meth:`write` is told (bytes, or rows for a sort)."""
+        self._split_size = split_size
+        self._sort_order_id = sort_order_id
 
     def write(self, batch: pa.RecordBatch, input_bytes: float) -> None:
         from pyiceberg.io.pyarrow import _to_requested_schema
@@ -190,7 +214,7 @@ class _RollingWriter:
             file_format=FileFormat.PARQUET,
             partition=Record(*self._partition),
             file_size_in_bytes=len(self._output),
-            sort_order_id=None,
+            sort_order_id=self._sort_order_id,
             equality_ids=None,
             key_metadata=None,
             **statistics.to_serialized_dict(),
@@ -236,14 +260,51 @@ def rewrite_group(
         table, group.partition if group.files[0].spec_id == current else (), group.split_size
     )
     try:
-        for candidate in group.files:
-            result.rows_read += candidate.record_count
-            bytes_per_row = candidate.file_size / max(1, candidate.record_count)
-            for batch in read_live_rows(table, candidate, files, equality):
-                result.rows_written += batch.num_rows
-                writer.write(batch, batch.num_rows * bytes_per_row)
+        if group.sort_keys:
+            _write_sorted(table, group, files, equality, writer, result)
+        else:
+            for candidate in group.files:
+                result.rows_read += candidate.record_count
+                bytes_per_row = candidate.file_size / max(1, candidate.record_count)
+                for batch in read_live_rows(table, candidate, files, equality):
+                    result.rows_written += batch.num_rows
+                    writer.write(batch, batch.num_rows * bytes_per_row)
         writer.close()
     finally:
         result.outputs = writer.written
         result.locations = writer.locations
     return result
+
+
+def _write_sorted(
+    table: IcebergTable,
+    group: FileGroup,
+    files: Mapping[str, DataFile],
+    equality: Mapping[str, tuple[list[str], set[tuple[Any, ...]]]],
+    writer: _RollingWriter,
+    result: RewrittenFiles,
+    budget: SortBudget | None = None,
+) -> None:
+    """The sort strategy: every live row of the group through the external sort, then written in order.
+
+    Files are cut every ``ceil(rows / expectedOutputFiles)`` rows, as Java's range shuffle spreads the group over
+    that many partitions; a batch that straddles a cut is sliced, so each file holds a contiguous key range.
+    """
+    with ExternalSort(group.sort_keys, budget) as sorter:
+        for candidate in group.files:
+            result.rows_read += candidate.record_count
+            for batch in read_live_rows(table, candidate, files, equality):
+                sorter.add(batch)
+        per_file = max(1, math.ceil(sorter.rows / max(1, group.expected_output_files)))
+        writer.roll_every(per_file, UNSORTED_ORDER_ID)
+        room = per_file
+        for chunk in sorter.sorted_tables():
+            for batch in chunk.to_batches():
+                offset = 0
+                while offset < batch.num_rows:
+                    piece = batch.slice(offset, min(room, batch.num_rows - offset))
+                    writer.write(piece, piece.num_rows)
+                    result.rows_written += piece.num_rows
+                    offset += piece.num_rows
+                    room = room - piece.num_rows or per_file
+        result.runs_spilled = sorter.runs_spilled
