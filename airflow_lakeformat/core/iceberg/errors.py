@@ -72,9 +72,9 @@ class UnsupportedWriteVersionError(UnsupportedFormatError):
 class MissingWriteDependencyError(UnsupportedFormatError):
     """pyiceberg needs an optional package this installation lacks to write to this table: nothing was written.
 
-    pyiceberg 0.12 partitions Arrow rows for the ``bucket``, ``truncate``, ``year``, ``month``, ``day`` and
-    ``hour`` transforms with ``pyiceberg-core`` (not a dependency of this package); identity partitions need
-    nothing more.
+    The ``bucket``, ``truncate``, ``year``, ``month``, ``day`` and ``hour`` transforms of Arrow rows are
+    ``pyiceberg-core``'s (a dependency of this package; missing only where it has no wheel); identity
+    partitions need nothing more.
     """
 
     def __init__(self, path: str, detail: str) -> None:

@@ -1,35 +1,38 @@
-"""Appending to Iceberg tables through pyiceberg's ``Transaction``, committed by ``commit.commit_with_retry``.
+"""Appending to Iceberg tables, committed by ``commit.commit_with_retry``.
 
-* :func:`append` writes an Arrow table as new data files (pyiceberg ``Transaction.append``: Parquet files,
-  then a ``fast_append`` snapshot, or ``merge_append`` when ``commit.manifest-merge.enabled=true``). The rows
-  are first made into the table's columns by ``core/sources`` (:func:`write_schema`): a column is converted
-  only where no value can change, anything else is a one-line typed error naming the column, raised before
-  a file is written (pyiceberg's own check answers with a multi-line table).
+* :func:`append` writes an Arrow table as new data files and commits them as one ``append`` snapshot
+  (``fast_append``, or ``merge_append`` when ``commit.manifest-merge.enabled=true``, as pyiceberg's
+  ``Transaction.append`` chooses). The rows are first made into the table's columns by ``core/sources``
+  (:func:`write_schema`): a column is converted only where no value can change, anything else is a one-line
+  typed error naming the column, raised before a file is written. They are then partitioned by the current
+  spec, identity or transform (``partitioned.write_partitioned``: bucket, truncate, year, month, day, hour
+  through ``pyiceberg-core``, Java's semantics), written once, and only the commit is retried: a retry of
+  the loop re-stages the same files on the new head. Files of a write whose commit fails for sure (a
+  conflict, retries exhausted, a typed refusal) are deleted; after ``CommitStateUnknownError`` they are kept.
 * :func:`add_files` registers existing Parquet files (``Transaction.add_files``; partition values are read
   from the footers' statistics, so each file must hold one partition of non-identity transforms).
 * :func:`append_data_files` commits ``DataFile`` records built by the caller (``fast_append`` +
   ``append_data_file``), for files whose metadata is already known.
 
-Each attempt of the retry loop stages afresh: if pyiceberg's own in-transaction retries are exhausted and
-our loop retries, ``append`` writes its data files again and the first attempt's files become orphans
-(reclaimed by orphan cleanup). v3 tables are refused up front (pyiceberg 0.12 cannot write their
-manifests). Not done yet: overwrite of a partition by value (pyiceberg ``Transaction.overwrite`` with a
-filter, or ``dynamic_partition_overwrite``).
+v3 tables are refused up front (pyiceberg 0.12 cannot write their manifests). A partition overwrite is
+``overwrite.py``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from pyiceberg.exceptions import NotInstalledError
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Transaction
 from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.utils.properties import property_as_bool
 
-from airflow_lakeformat.core.iceberg.errors import MissingWriteDependencyError
+from airflow_lakeformat.core.errors import CommitStateUnknownError
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
+from airflow_lakeformat.core.iceberg.write.partitioned import write_partitioned
 from airflow_lakeformat.core.sources import WriteSchema, conform_table
 
 if TYPE_CHECKING:
@@ -81,7 +84,8 @@ def append(
             values if converted (``SourceValueError`` for a NULL in a required column).
         ReadOnlyTableError, UnsupportedWriteVersionError: Not writable.
         MissingWriteDependencyError: The table's partition transforms need ``pyiceberg-core`` (bucket,
-            truncate, year, month, day, hour), which is not installed; raised before any file is written.
+            truncate, year, month, day, hour; a dependency of this package) and it is missing; raised before
+            any file is written.
         CommitRetriesExhaustedError, CommitStateUnknownError, CommitConflictError: See ``commit_with_retry``.
 
     Example:
@@ -89,15 +93,35 @@ def append(
     """
     properties = dict(snapshot_properties or {})
     data = conform_table(data, write_schema(table), source)
+    table.check_writable()
+    written = write_partitioned(table, data)
+    merge = property_as_bool(table.metadata.properties, "commit.manifest-merge.enabled", False)
 
     def stage(tx: Transaction) -> None:
-        try:
-            tx.append(data, snapshot_properties=properties, branch=branch)
-        except NotInstalledError as exc:  # raised while partitioning the rows, before any file is written
-            raise MissingWriteDependencyError(table.name, str(exc)) from exc
+        producer = tx.update_snapshot(snapshot_properties=properties, branch=branch)
+        with producer.merge_append() if merge else producer.fast_append() as operation:
+            for data_file in written:
+                operation.append_data_file(data_file)
 
-    commit_with_retry(table, stage, description=f"append of {data.num_rows} rows", policy=policy)
+    with discard_on_failure(table, [f.file_path for f in written]):
+        commit_with_retry(table, stage, description=f"append of {data.num_rows} rows", policy=policy)
     return _head(table, branch)
+
+
+@contextlib.contextmanager
+def discard_on_failure(table: IcebergTable, locations: Sequence[str]) -> Iterator[None]:
+    """Delete ``locations`` (files this write made) when the block fails for sure; an unknown commit state
+    (:class:`CommitStateUnknownError`: the commit may have landed) keeps them, as Java does (#12792)."""
+    try:
+        yield
+    except CommitStateUnknownError:
+        raise
+    except Exception:
+        io = table.table.io
+        for location in locations:
+            with contextlib.suppress(OSError):
+                io.delete(location)
+        raise
 
 
 def add_files(
