@@ -43,6 +43,10 @@ RESULT_PREFIX = "LAKEFORMAT_RESULT "
 ERROR_PREFIX = "lakeformat-job: error: "
 STORAGE_OPTIONS_ENV = "LAKEFORMAT_STORAGE_OPTIONS"
 STORAGE_OPTIONS_FILE_ENV = "LAKEFORMAT_STORAGE_OPTIONS_FILE"
+# The Iceberg catalog of a job that takes catalog tables (compact_data): a JSON object {"name": ..., "properties":
+# {...}} as pyiceberg's load_catalog takes them (secrets included, hence the environment); --table is then
+# namespace.table of that catalog.
+ICEBERG_CATALOG_ENV = "LAKEFORMAT_ICEBERG_CATALOG"
 # Fault injection for the test suite only: a task raises once it has written this many files, and
 # the driver kills itself (SIGKILL) right before it would commit.
 FAIL_AFTER_FILES_ENV = "LAKEFORMAT_TEST_FAIL_AFTER_FILES"
@@ -83,6 +87,30 @@ def storage_options_from_env(environ: Mapping[str, str] | None = None) -> dict[s
     if not isinstance(options, dict):
         raise ValueError(f"{origin}: storage options must be a JSON object")
     return options
+
+
+def iceberg_catalog_from_env(
+    environ: Mapping[str, str] | None = None,
+) -> tuple[str | None, dict[str, str]] | None:
+    """The catalog name and properties in ``$LAKEFORMAT_ICEBERG_CATALOG``, or None when it is not set.
+
+    Example:
+        >>> iceberg_catalog_from_env({"LAKEFORMAT_ICEBERG_CATALOG": '{"name": "prod", "properties": {"type": "rest"}}'})
+        ('prod', {'type': 'rest'})
+    """
+    environ = os.environ if environ is None else environ
+    text = environ.get(ICEBERG_CATALOG_ENV)
+    if not text:
+        return None
+    try:
+        document = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"${ICEBERG_CATALOG_ENV}: not valid JSON ({exc.msg})") from None
+    properties = document.get("properties") if isinstance(document, dict) else None
+    name = document.get("name") if isinstance(document, dict) else None
+    if not isinstance(properties or {}, dict) or not isinstance(name, (str, type(None))):
+        raise ValueError(f'${ICEBERG_CATALOG_ENV}: must be {{"name": NAME or null, "properties": {{...}}}}')
+    return name, {str(k): str(v) for k, v in (properties or {}).items()}
 
 
 def executor_storage_options(
@@ -214,6 +242,15 @@ def spark_session(app_name: str) -> Any:
     return session
 
 
+def spark_session_active() -> bool:
+    """Whether this process already runs a SparkContext (the job then uses it and leaves it running)."""
+    if "pyspark" not in sys.modules:
+        return False
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context is not None
+
+
 class JobContext:
     """One run of a job: its arguments, storage options, table and (lazily) its SparkSession."""
 
@@ -226,24 +263,46 @@ class JobContext:
         self.executor_options = executor_storage_options(args.table, self.storage_options, environ)
         self.fail_after_files = int(environ.get(FAIL_AFTER_FILES_ENV) or 0)
         self.kill_before_commit = (environ.get(KILL_BEFORE_COMMIT_ENV) or "") == "1"
+        self.catalog = iceberg_catalog_from_env(environ)
         self.session_seconds: float | None = None  # time to start the session, once started
         self._spark: Any = None
+        self._owns_spark = False
 
     def open_table(self) -> Table:
         """The job's Paimon table (the Paimon-only jobs: write, compact_data)."""
         return Table.open(self.args.table, self.executor_options)
 
-    def open_lake_table(self) -> PaimonTable | IcebergLakeTable:
+    def open_lake_table(self, catalogs: bool = False) -> PaimonTable | IcebergLakeTable:
         """The job's table of either format, through the facade (``core/tables.py``: detected from its files;
-        an Iceberg table by its Hadoop-layout root)."""
+        an Iceberg table by its Hadoop-layout root), or with ``$LAKEFORMAT_ICEBERG_CATALOG`` set, ``--table``
+        of that catalog (only for the jobs that say they take ``catalogs``).
+
+        Raises:
+            UsageError: a catalog was given to a job whose executors open tables by their root.
+        """
         from airflow_lakeformat.core.tables import open_table
 
-        return open_table(self.args.table, storage_options=self.executor_options)
+        if self.catalog is None:
+            return open_table(self.args.table, storage_options=self.executor_options)
+        if not catalogs:
+            raise errors.UsageError(
+                f"the Spark job {self.job} opens Iceberg tables by their Hadoop-layout root only; "
+                f"unset ${ICEBERG_CATALOG_ENV}"
+            )
+        name, properties = self.catalog
+        return open_table(
+            self.args.table,
+            format="iceberg",
+            catalog=name,
+            catalog_properties=properties,
+            storage_options=self.storage_options or None,
+        )
 
     @property
     def spark(self) -> Any:
         if self._spark is None:
             started = time.monotonic()
+            self._owns_spark = not spark_session_active()
             self._spark = spark_session(f"lakeformat-{self.job}")
             self.session_seconds = time.monotonic() - started
         return self._spark
@@ -260,9 +319,10 @@ class JobContext:
             os.kill(os.getpid(), signal.SIGKILL)
 
     def stop(self) -> None:
-        if self._spark is not None:
+        """Stop the session the job started (one that was running before, in a notebook or a test, stays)."""
+        if self._spark is not None and self._owns_spark:
             self._spark.stop()
-            self._spark = None
+        self._spark = None
 
 
 def run_job(

@@ -10,9 +10,16 @@ Follows Java's ``RewriteDataFilesSparkAction.execute`` (1.10.2):
    (``data_compaction_commit``: validated against every commit since the start; conflicting groups are skipped
    and reported, their files discarded).
 
+Who rewrites a batch's groups is pluggable (``rewriter``, a :data:`GroupRewriter`): by default this process, one
+group after the other (:func:`rewrite_in_process`); the Spark job (``spark/iceberg_compaction.py``) passes one
+that maps the groups over executors. Either way each group goes through :func:`rewrite_one`, the one call of
+``rewrite_group``: a group that fails removes the files it had written and, when an input file cannot be read,
+fails with a typed error naming that file (``MissingMetadataError`` / ``CorruptMetadataError``).
+
 Files written for a commit that did not land are removed at once; after ``CommitStateUnknownError`` they are kept
-(the commit may have landed) and the run stops. Without partial progress a failed commit fails the run (nothing
-committed); with it, a failed batch is reported and the next one goes on, as in Java.
+(the commit may have landed) and the run stops. A failed rewrite fails the batch: the files its other groups wrote
+are removed and the error propagates (earlier batches stay committed). Without partial progress a failed commit
+fails the run (nothing committed); with it, a failed batch is reported and the next one goes on, as in Java.
 
 Example:
     >>> compact_data(table, {"min-input-files": "2", "partial-progress.enabled": "true"}).summary()  # doctest: +SKIP
@@ -23,7 +30,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +38,9 @@ from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
     CommitStateUnknownError,
+    CorruptMetadataError,
+    LakeformatError,
+    MissingMetadataError,
 )
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction import (
     IcebergDataCompactionPlan,
@@ -54,6 +64,12 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 
 log = logging.getLogger(__name__)
+
+#: Rewrites one batch's groups: yields one :class:`RewrittenFiles` per group, in the groups' order, and raises when
+#: a group failed (after yielding what the others wrote, so that the caller removes those files too).
+GroupRewriter = Callable[
+    ["IcebergTable", Sequence[FileGroup], Mapping[str, "DataFile"]], Iterator[RewrittenFiles]
+]
 
 
 @dataclass(frozen=True)
@@ -145,16 +161,18 @@ def _commit_batch(
     files: Mapping[str, DataFile],
     snapshot_properties: Mapping[str, str],
     policy: RetryPolicy | None,
+    rewriter: GroupRewriter,
 ) -> tuple[StagedRewrite, list[RewrittenFiles]]:
     """Step 3 for one batch: rewrite, commit; files of what did not land removed, unless the outcome is unknown."""
     written: list[str] = []
     staged = StagedRewrite()
     rewritten: list[RewrittenFiles] = []
     try:
-        for group in groups:
-            outcome = rewrite_group(table, group, files)
+        for outcome in rewriter(table, groups, files):
             written += outcome.locations
             rewritten.append(outcome)
+        if [r.group for r in rewritten] != list(groups):
+            raise ValueError(f"{table.name}: the rewriter did not return one result per group, in order")
         commit = RewriteCommit(
             starting_snapshot_id=plan.snapshot_id or 0,
             starting_sequence_number=plan.sequence_number,
@@ -190,6 +208,7 @@ def compact_data(
     where: str | None = None,
     snapshot_properties: Mapping[str, str] | None = None,
     policy: RetryPolicy | None = None,
+    rewriter: GroupRewriter | None = None,
 ) -> IcebergDataCompactionResult:
     """Rewrite the planned groups of ``main``'s head and commit ``replace`` snapshots.
 
@@ -201,6 +220,8 @@ def compact_data(
         where: a partition filter (``"cat = 'a'"``), as for :func:`plan_data_compaction`.
         snapshot_properties: extra summary properties of each ``replace`` snapshot (e.g. the commit user).
         policy: the commit retry policy (default: the table's ``commit.retry.*``).
+        rewriter: who rewrites each batch's groups (default :func:`rewrite_in_process`; the Spark job maps them
+            over executors). Called only when there is something to rewrite.
 
     Returns:
         The result; groups that conflict with a concurrent commit are skipped and named in ``conflicts``.
@@ -226,7 +247,9 @@ def compact_data(
     partial = plan.options.partial_progress_enabled
     for batch in batches(plan.groups, plan.options):
         try:
-            staged, kept = _commit_batch(table, plan, batch, files, properties, policy)
+            staged, kept = _commit_batch(
+                table, plan, batch, files, properties, policy, rewriter or rewrite_in_process
+            )
         except (CommitConflictError, CommitRetriesExhaustedError) as exc:
             if not partial:
                 raise
@@ -249,6 +272,70 @@ def compact_data(
         failed_commits=tuple(failed),
         duration_seconds=time.monotonic() - started,
     )
+
+
+def rewrite_in_process(
+    table: IcebergTable, groups: Sequence[FileGroup], files: Mapping[str, DataFile]
+) -> Iterator[RewrittenFiles]:
+    """The default :data:`GroupRewriter`: this process rewrites the groups one after the other."""
+    for group in groups:
+        yield rewrite_one(table, group, files)
+
+
+def rewrite_one(table: IcebergTable, group: FileGroup, files: Mapping[str, DataFile]) -> RewrittenFiles:
+    """Rewrite one group (``data_compaction_rewrite.rewrite_group``), wherever it runs (this process, an executor).
+
+    A failure removes the files the group had already written (every location its writer opened through the
+    table's FileIO, finished or not) and, when one of the group's input files cannot be read, becomes a typed
+    error naming that file.
+
+    Args:
+        table: the table, writable or opened read-only from its metadata file (an executor).
+        group: a planned group.
+        files: the ``DataFile`` of every input and delete file of the group, by path.
+
+    Raises:
+        MissingMetadataError: an input file of the group does not exist.
+        CorruptMetadataError: an input file of the group is not readable Parquet.
+
+    Example:
+        >>> rewrite_one(table, plan.groups[0], files).outputs  # doctest: +SKIP
+    """
+    io = table.table.io
+    opened: list[str] = []
+    new_output = io.new_output
+
+    def recording(location: str) -> Any:
+        opened.append(location)
+        return new_output(location)
+
+    vars(io)["new_output"] = recording  # this object only, for this group
+    try:
+        return rewrite_group(table, group, files)
+    except Exception as exc:
+        discard_written(table, opened, "its group failed while being rewritten")
+        named = None if isinstance(exc, LakeformatError) else unreadable_input(table, group)
+        if named is None:
+            raise
+        raise named from exc
+    finally:
+        vars(io).pop("new_output", None)  # the class's method again
+
+
+def unreadable_input(table: IcebergTable, group: FileGroup) -> LakeformatError | None:
+    """The typed error for the first input or delete file of ``group`` that is missing or not Parquet, if any."""
+    import pyarrow.parquet as pq
+
+    where = f"compaction group of partition {group.partition!r}"
+    for path in [c.path for c in group.files] + list(group.delete_files):
+        try:
+            with table.table.io.new_input(path).open() as stream:
+                pq.read_metadata(stream)
+        except FileNotFoundError:
+            return MissingMetadataError(path, f"the {where}")
+        except Exception as exc:
+            return CorruptMetadataError(path, f"data file of the {where} cannot be read as Parquet ({exc})")
+    return None
 
 
 def discard_written(table: IcebergTable, locations: list[str], why: str) -> None:
