@@ -23,8 +23,11 @@ lock, the commit user of its commits (the connection's ``commit_user_prefix``, t
 ``SparkSubmitHook`` (``operators/spark_submit.py``), ``auto`` picks Spark when the latest snapshot references
 at least ``spark_min_files`` live data files or ``spark_min_manifests`` manifests (counted from the manifest
 lists alone, or for Iceberg from the snapshot summary and the manifest list: ``table.maintenance.size()``).
-The Spark jobs open tables by their root only: a catalog table on Spark is refused with
-``UnsupportedFormatError`` before anything runs, and ``auto`` keeps it in the worker.
+Most Spark jobs open tables by their root only: a catalog table on their Spark is refused with
+``UnsupportedFormatError`` before anything runs, and ``auto`` keeps it in the worker. A job whose executors need
+no catalog (``spark_opens_catalogs``: data compaction, whose driver commits through the catalog and whose
+executors read the metadata file it points at) gets ``--table namespace.table`` and the connection's catalog in
+its environment (``$LAKEFORMAT_ICEBERG_CATALOG``, never on its command line).
 
 Every operator reaches the table through the facade (``core/tables.py``'s ``open_table`` and
 ``table.maintenance``, ``core/table_maintenance.py``): nothing here imports a format package.
@@ -263,6 +266,8 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
     spark_job: ClassVar[str | None] = None  # the job under airflow_lakeformat/spark/jobs; None: local only
     # The formats the Spark job takes (tables it opens by their root URI).
     spark_formats: ClassVar[frozenset[str]] = frozenset({"paimon"})
+    # Whether the Spark job also opens Iceberg tables of the connection's catalog (given in its environment).
+    spark_opens_catalogs: ClassVar[bool] = False
     # Operators that delete files dry-run unless told otherwise: deleting must be asked for in the DAG.
     deletes: ClassVar[bool] = False
 
@@ -333,7 +338,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         execution = self.choose_execution(table)
         with self.locked(context, table):
             if execution == "spark":
-                result = self.run_spark(context, table)
+                result = self.run_spark(context, table, table_uri)
             else:
                 result = self.run_local(context, table)
         return {**result, "table": table.uri, "format": table.format, "execution": execution}
@@ -347,7 +352,7 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         if table.format not in self.spark_formats:
             name = table.format.capitalize()
             return f"the Spark job {self.spark_job} does not take {name} tables; use execution='local'"
-        if not table.maintenance.opens_by_root:
+        if not table.maintenance.opens_by_root and not self.spark_opens_catalogs:
             return (
                 f"the Spark job {self.spark_job} opens Iceberg tables by their Hadoop-layout root only, not "
                 "from a catalog; use execution='local' (or name the table by its root URI if it is a "
@@ -422,20 +427,40 @@ class LakeformatMaintenanceOperator(LakeformatBaseOperator):
         """Job-specific arguments after ``--table``, ``--result``, ``--dry-run`` and ``--parallelism``."""
         return []
 
-    def run_spark(self, context: Context, table: LakeTable) -> dict[str, Any]:
-        """spark-submit this operator's job and return the JSON result it wrote."""
+    def run_spark(self, context: Context, table: LakeTable, target: str | None = None) -> dict[str, Any]:
+        """spark-submit this operator's job and return the JSON result it wrote.
+
+        ``target`` is what the connection resolved the table to: for a catalog table, ``namespace.table``, which
+        the job gets as ``--table`` with the catalog in ``$LAKEFORMAT_ICEBERG_CATALOG``.
+        """
         if self.spark_job is None:
             raise ValueError(f"{type(self).__name__} has no Spark job")
+        env = {**self.spark_env_vars, **self.hook.spark_env(table.uri)}
+        job_table = table.uri
+        if not table.maintenance.opens_by_root:
+            job_table = target or table.uri
+            env.update(self._catalog_env())
         submission = JobSubmission(
             job=self.spark_job,
-            table_uri=table.uri,
+            table_uri=job_table,
             dry_run=self.is_dry_run,
             parallelism=self.spark_parallelism,
             args=self.spark_job_args(context, table),
-            env_vars={**self.spark_env_vars, **self.hook.spark_env(table.uri)},
+            env_vars=env,
             py_files=self.spark_py_files,
         )
         return submit_job(submission, self._make_submit_hook, self._remember_hook)
+
+    def _catalog_env(self) -> dict[str, str]:
+        """The connection's Iceberg catalog for the job's driver, as ``$LAKEFORMAT_ICEBERG_CATALOG`` (masked)."""
+        from airflow.sdk.log import mask_secret
+
+        settings = self.hook.settings
+        text = json.dumps(
+            {"name": settings.catalog.name, "properties": settings.catalog_properties()}, sort_keys=True
+        )
+        mask_secret(text)
+        return {"LAKEFORMAT_ICEBERG_CATALOG": text}
 
     def _remember_hook(self, hook: Any) -> None:
         self._submit_hook = hook

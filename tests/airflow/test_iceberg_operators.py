@@ -2,14 +2,16 @@
 
 Maintenance (expire -> compact manifests -> remove orphans) dry-runs and then changes the table; every result
 has the one XCom shape; writes and commits append exactly once and carry the connection's commit user;
-what Iceberg cannot do yet (data compaction, partition overwrite, Spark for catalog tables) fails once with
-one message and no retry, or skips.
+what Iceberg cannot do yet (partition overwrite, Spark for catalog tables except data compaction) fails once
+with one message and no retry, or skips; data compaction on Spark, of a catalog table, leaves what the worker
+leaves.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -368,6 +370,51 @@ def test_expiry_and_orphans_of_a_hadoop_layout_table_on_spark(
     snapshots = table.refresh().metadata.snapshots
     assert snapshots[0].snapshot_id == last and len(snapshots) == 2
     assert live_rows(table) == 9 and not os.path.exists(orphan)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_data_compaction_of_a_catalog_table_on_spark_leaves_what_the_worker_leaves(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The acceptance table (deletes, two partitions, partial progress) of an SQL catalog, compacted by the
+    operator in the worker and, restored at the same path, on Spark: the job gets ``namespace.table`` and the
+    connection's catalog in its environment, and leaves the same rows, commits and result."""
+    from tests.support import iceberg_compaction as acceptance
+
+    directory, pristine = tmp_path / "catalog", tmp_path / "pristine"
+    acceptance.build(directory, "sql")
+    shutil.copytree(directory, pristine)
+    set_connection(
+        monkeypatch,
+        "lakeformat_default",
+        host=str(directory / "warehouse"),
+        extra={
+            "iceberg_catalog": "test",
+            "iceberg_catalog_properties": acceptance.catalog_properties(directory),
+        },
+    )
+    module = load_dag_module("lakeformat_test_iceberg")
+    conf = {"table": "db.t", "options": acceptance.OPTIONS, "min_file_count": 2}
+    outcomes, results = [], []
+    for execution in ("local", "spark"):
+        acceptance.restore(pristine, directory)
+        run = module.compact_data_dag.test(run_conf={**conf, "execution": execution})
+        assert task_states(run)["compact_data"] == ("success", 1)
+        result = xcom_result(run, "compact_data")
+        check_shape(result, "compact-data", "test:db.t", False)
+        assert result.pop("execution") == execution
+        results.append(acceptance.comparable(result))
+        table = acceptance.open_built(directory, "sql")
+        outcomes.append(acceptance.outcome(table, result))
+        current = table.snapshot(ref="main")
+        assert current is not None and current.summary is not None
+        assert (
+            current.summary["lakeformat.commit-user"]
+            == "airflow-lakeformat_test_iceberg_compact_data-compact_data"
+        )
+    assert results[0] == results[1] and outcomes[0] == outcomes[1]
+    assert len(outcomes[1]["commits"]) == 2 and len(outcomes[1]["rows"]) == 14
 
 
 @pytest.mark.s3

@@ -65,7 +65,14 @@ with DAG("lakeformat_test_iceberg_maintenance", schedule=None, params=PARAMS) as
 with DAG(
     "lakeformat_test_iceberg_compact_data",
     schedule=None,
-    params={"table": "db.events", "skip_unsupported": False, "min_file_count": 2, "dry_run": False},
+    params={
+        "table": "db.events",
+        "skip_unsupported": False,
+        "min_file_count": 2,
+        "dry_run": False,
+        "execution": "local",
+        "options": {},
+    },
 ) as compact_data_dag:
     LakeformatCompactDataOperator(
         task_id="compact_data",
@@ -73,6 +80,9 @@ with DAG(
         skip_unsupported="{{ params.skip_unsupported }}",
         min_file_count="{{ params.min_file_count }}",
         dry_run="{{ params.dry_run }}",
+        execution="{{ params.execution }}",
+        options="{{ params.options | tojson }}",
+        **SPARK,
         **COMMON,
     )
 
