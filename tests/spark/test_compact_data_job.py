@@ -122,4 +122,4 @@ def test_job_errors_map_to_the_cli_exit_codes_through_spark_submit(tmp_path: Pat
     missing = run_job("compact_data", str(tmp_path / "no-table"), work_dir=tmp_path / "work")
     assert missing.returncode == 3 and missing.result is None, missing.describe()
     [line] = missing.error_lines
-    assert line.startswith("lakeformat-job: error: ") and "not a Paimon table" in line
+    assert line.startswith("lakeformat-job: error: ") and "no Paimon or Iceberg table here" in line
