@@ -5,7 +5,8 @@ and SQL catalog, restored at the same path before each run), the in-process run 
 (``table.maintenance.compact_data``), the CLI (``lakeformat compact-data``) and the Spark job leave the same table:
 the same rows, the same commits (partial progress: two batches, two ``replace`` snapshots) with the same summaries,
 removed files and added files' record counts and sequence numbers. A group that fails on an executor fails the job
-with the typed error naming the file, commits nothing, and leaves no file behind.
+with the typed error naming the file, commits nothing, and leaves no file behind. The sort strategy goes through
+the job as through the facade.
 
 The job runs in this process (``main``) on one ``local[2]`` session shared by the module, which the job leaves
 running (it stops only a session it started); ``spark-submit`` itself is exercised by the operator's test
@@ -22,9 +23,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 import pytest
 
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
+from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.tables import open_table
 from airflow_lakeformat.spark.jobs import compact_data as compact_job
 from airflow_lakeformat.spark.runtime import ICEBERG_CATALOG_ENV
@@ -166,3 +169,22 @@ def test_a_group_failing_on_an_executor_fails_the_job_typed_and_leaves_no_file(
     table.refresh()
     assert [s.snapshot_id for s in table.metadata.snapshots] == snapshots
     assert parquet_files(directory) == before
+
+
+def test_sort_compaction_through_the_job_sorts_as_in_process(tmp_path: Path, spark: Any) -> None:
+    directory, pristine = tmp_path / "table", tmp_path / "pristine"
+    build(directory, "hadoop")
+    shutil.copytree(directory, pristine)
+    root = str(directory / "t")
+    local = open_table(root).maintenance.compact_data(options=OPTIONS, sort_order="id DESC").to_json()
+    local_table = outcome(open_built(directory, "hadoop"), local)
+    restore(pristine, directory)
+    job = run_job(["--table", root, *OPTION_ARGS, "--sort-order", "id DESC"], tmp_path / "sorted.json")
+    table = open_built(directory, "hadoop")
+    assert comparable(job) == comparable(local) and job["strategy"] == "sort"
+    assert outcome(table, job) == local_table
+    head = table.snapshot(ref="main")
+    assert head is not None
+    for added in (f for f in live_files(table, head) if f.content == 0):
+        ids = pq.read_table(added.path.removeprefix("file://")).column("id").to_pylist()
+        assert ids == sorted(ids, reverse=True) and len(ids) > 1
