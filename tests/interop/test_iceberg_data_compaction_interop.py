@@ -9,6 +9,9 @@ added, none removed). One oracle request reads everything after the runs.
 
 from __future__ import annotations
 
+import itertools
+import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -221,3 +224,189 @@ def test_compact_deletes_merges_position_deletes_and_drops_dangling_records_as_j
         [["files", "--table", identifier, "--source", "java"], ["rows", "--table", identifier]]
     )
     assert rows == before["rows"] and [f for f in files if f["content"] == 1] == []
+
+
+# --- sort compaction: ours and Java's rewrite_data_files(strategy => 'sort') on identical tables ----------------
+
+SORT_TABLES = {
+    # Java's own sort order, nulls in the sort column, a merge-on-read position delete, a tag
+    "sorted": (None, "id ASC NULLS FIRST"),
+    # no table order: the order given, DESC NULLS LAST
+    "sorted_given": ("id DESC NULLS LAST", "id DESC NULLS LAST"),
+}
+SORT_OPTIONS = {"min-input-files": "2", "target-file-size-bytes": "1600"}
+
+
+def _sort_tables_sql() -> list[str]:
+    statements = []
+    for name in SORT_TABLES:
+        statements += [
+            f"CREATE TABLE hc.db.{name} (id BIGINT, name STRING, cat STRING) USING iceberg PARTITIONED BY (cat)"
+            " TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')",
+        ]
+        if name == "sorted":
+            statements.append(f"ALTER TABLE hc.db.{name} WRITE ORDERED BY id ASC NULLS FIRST")
+        for first in (40, 0, 20, 60):  # several small inserts, unsorted across files
+            values = ", ".join(
+                f"({'NULL' if k % 7 == 3 else (first + k * 13) % 80}, 'n{first + k}', '{'ab'[k % 5 == 0]}')"
+                for k in range(12)
+            )
+            statements.append(f"INSERT INTO hc.db.{name} VALUES {values}")
+        statements.append(f"DELETE FROM hc.db.{name} WHERE id = 26")
+    statements.append("ALTER TABLE hc.db.sorted CREATE TAG before_sort")
+    return statements
+
+
+def _metrics_sql(name: str) -> str:
+    return (
+        "SELECT file_path, record_count, partition.cat AS cat, sort_order_id,"
+        " readable_metrics.id.lower_bound AS lo, readable_metrics.id.upper_bound AS hi,"
+        f" readable_metrics.id.null_value_count AS nulls FROM hc.db.{name}.files WHERE content = 0"
+    )
+
+
+def _views(w: JavaIcebergWarehouse) -> dict[str, Any]:
+    commands: list[list[str]] = []
+    for name in SORT_TABLES:
+        identifier = f"hc.db.{name}"
+        commands += [["rows", "--table", identifier, "--all"], ["sql", "--statement", _metrics_sql(name)]]
+    results = w.batch(commands)
+    return {name: (results[2 * k], results[2 * k + 1][0]) for k, name in enumerate(SORT_TABLES)}
+
+
+def _file_position(f: dict[str, Any], descending: bool) -> tuple[int, int]:
+    """Where a file belongs in its group's order: all-null files at the nulls' end, else by its first key."""
+    if f["nulls"] == f["record_count"]:
+        return (2 if descending else 0, 0)
+    return (1, -f["hi"] if descending else f["lo"])
+
+
+def _check_files_in_order(files: list[dict[str, Any]], descending: bool, who: str) -> None:
+    """Per partition, the files follow each other in the sort order: bounds never overlap, nulls at their end
+    (first for ASC NULLS FIRST, last for DESC NULLS LAST)."""
+    sizes = []
+    for cat in {f["cat"] for f in files}:
+        ordered = sorted((f for f in files if f["cat"] == cat), key=lambda f: _file_position(f, descending))
+        sizes.append(len(ordered))
+        for left, right in itertools.pairwise(ordered):
+            if None in (left["hi"], right["lo"]):
+                continue
+            if descending:
+                assert left["lo"] >= right["hi"], (who, cat, ordered)
+            else:
+                assert left["hi"] <= right["lo"], (who, cat, ordered)
+        with_nulls = [i for i, f in enumerate(ordered) if f["nulls"]]
+        edge = len(ordered) - 1 if descending else 0
+        assert all(abs(i - edge) < len(with_nulls) for i in with_nulls), (who, cat, ordered)
+    assert max(sizes) >= 2, (
+        who,
+        files,
+    )  # a group's output spans several files: the order across them is checked
+
+
+def test_sort_compaction_leaves_what_javas_sort_rewrite_leaves(
+    fresh_java_iceberg_warehouse: JavaIcebergWarehouse, tmp_path: Path
+) -> None:
+    """Sorted table (Java's WRITE ORDERED BY) and an explicit DESC NULLS LAST order on an unsorted table: after our
+    compact-data --strategy sort and Java's rewrite_data_files(strategy => 'sort') on identical copies, Java reads
+    identical rows at every snapshot and ref, we leave no more data files, our files carry the starting data
+    sequence number and Java's files table shows them with true counts and bounds that do not overlap."""
+    import tarfile
+
+    from airflow_lakeformat.core.tables import open_table
+    from tests.unit.test_cli_tour import run as cli
+
+    w = fresh_java_iceberg_warehouse
+    w.run("sql", *[arg for s in _sort_tables_sql() for arg in ("--statement", s)])
+    roots = {name: w.warehouse / "db" / name for name in SORT_TABLES}
+    pristine = tmp_path / "sort-tables.tar"
+    with tarfile.open(pristine, "w") as archive:
+        for root in roots.values():
+            archive.add(root, arcname=root.name)
+    starts = {n: open_path_table(str(r)).snapshot(ref="main") for n, r in roots.items()}
+
+    options = [a for k, v in SORT_OPTIONS.items() for a in ("--option", f"{k}={v}")]
+    code, out, _ = cli("compact-data", str(roots["sorted"]), "--strategy", "sort", *options, "--json")
+    assert code == 0, out
+    ours = {"sorted": json.loads(out)}
+    given = open_table(str(roots["sorted_given"])).maintenance.compact_data(
+        options=SORT_OPTIONS, sort_order=SORT_TABLES["sorted_given"][0]
+    )
+    ours["sorted_given"] = given.to_json()
+    our_views = _views(w)
+    for name, (_, described) in SORT_TABLES.items():
+        start = starts[name]
+        assert start is not None
+        descending = described.startswith("id DESC")
+        _check_our_files(
+            open_path_table(str(roots[name])), start.sequence_number, our_views[name][1], descending
+        )
+
+    for root in roots.values():
+        shutil.rmtree(root)
+    with tarfile.open(pristine) as archive:
+        archive.extractall(roots["sorted"].parent, filter="tar")
+    for name, (order, _) in SORT_TABLES.items():
+        arguments: dict[str, Any] = {"strategy": "sort", "options": {"map": SORT_OPTIONS}}
+        if order:
+            arguments["sort_order"] = order
+        w.call("rewrite_data_files", f"hc.db.{name}", **arguments)
+    java_views = _views(w)
+
+    for name, (_, described) in SORT_TABLES.items():
+        document = ours[name]
+        assert (document["strategy"], document["sortOrder"]) == ("sort", described), document
+        assert document["filesAdded"] >= 2 and document["snapshotId"] is not None, document
+        (our_rows, our_files), (java_rows, java_files) = our_views[name], java_views[name]
+        start = starts[name]
+        # identical rows at every snapshot both sides share, at every ref, and now
+        assert start is not None and str(start.snapshot_id) in our_rows["snapshots"]
+        for sid, rows in java_rows["snapshots"].items():
+            if sid in our_rows["snapshots"]:
+                assert our_rows["snapshots"][sid] == rows, (name, sid)
+        assert {r: v["rows"] for r, v in our_rows["refs"].items()} == {
+            r: v["rows"] for r, v in java_rows["refs"].items()
+        }
+        current = our_rows["snapshots"][str(our_rows["current_snapshot_id"])]
+        assert current == java_rows["snapshots"][str(java_rows["current_snapshot_id"])]
+        assert current == our_rows["snapshots"][str(start.snapshot_id)]
+        assert len(our_files) <= len(java_files), (name, our_files, java_files)
+        # and in fact the same split: Java's range shuffle cut these groups where our equal row counts cut them
+        shape = sorted(
+            (f["cat"], f["record_count"], str(f["lo"]), str(f["hi"]), f["nulls"]) for f in our_files
+        )
+        assert shape == sorted(
+            (f["cat"], f["record_count"], str(f["lo"]), str(f["hi"]), f["nulls"]) for f in java_files
+        ), (name, our_files, java_files)
+        descending = described.startswith("id DESC")
+        _check_files_in_order(our_files, descending, f"ours {name}")
+        _check_files_in_order(java_files, descending, f"java {name}")
+        assert {f["sort_order_id"] for f in our_files} == {f["sort_order_id"] for f in java_files} == {0}
+
+
+def _local(path: str) -> str:
+    return "/" + path.removeprefix("file:").lstrip("/")
+
+
+def _check_our_files(
+    table: IcebergTable, start_sequence: int, files: list[dict[str, Any]], descending: bool
+) -> None:
+    """Our new files: the starting data sequence number, rows in order, and Java's counts and bounds true."""
+    name = table.name
+    head = table.snapshot(ref="main")
+    assert head is not None
+    new = {f.path: f for f in live_files(table, head) if f.content == 0 and f.snapshot_id == head.snapshot_id}
+    assert new and {f.data_sequence_number for f in new.values()} == {start_sequence}, name
+    java = {_local(f["file_path"]): f for f in files}
+    for path, entry in new.items():
+        ids = pq.read_table(_local(path)).column("id").to_pylist()
+        values = [i for i in ids if i is not None]
+        nulls = [None] * (len(ids) - len(values))
+        assert ids == (sorted(values, reverse=True) + nulls if descending else nulls + sorted(values)), name
+        shown = java[_local(path)]
+        assert shown["record_count"] == len(ids) == entry.record_count, name
+        assert (shown["lo"], shown["hi"], shown["nulls"]) == (
+            min(values, default=None),
+            max(values, default=None),
+            len(nulls),
+        ), name
