@@ -243,6 +243,20 @@ def test_compact_data_sorts_by_a_given_order_and_commits_like_bin_pack(tmp_path:
     (ids,) = _ids_in_files([f.path for f in new])
     nulls = ids.count(None)
     assert nulls and ids == sorted((i for i in ids if i is not None), reverse=True) + [None] * nulls
+    # the merge's many small chunks are gathered into one row group, not written one row group each
+    assert pq.ParquetFile(local_path(new[0].path)).metadata.num_row_groups == 1
+
+
+def test_bin_pack_output_of_many_small_files_is_one_row_group_not_one_per_input(tmp_path: Path) -> None:
+    table = _sorted_table(tmp_path, sort=False)
+    result = open_table(str(tmp_path / "t")).maintenance.compact_data(options={"min-input-files": "2"})
+    assert (result.files_rewritten, result.files_added, result.to_json()["strategy"]) == (6, 1, "binpack")
+    table.refresh()
+    head = table.snapshot(ref="main")
+    from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
+
+    (new,) = [f for f in live_files(table, head) if f.snapshot_id == head.snapshot_id]
+    assert pq.ParquetFile(local_path(new.path)).metadata.num_row_groups == 1 and new.record_count == 240
 
 
 @pytest.mark.parametrize(

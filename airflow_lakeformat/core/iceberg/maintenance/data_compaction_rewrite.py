@@ -7,7 +7,8 @@ Follows Java's ``SparkBinPackFileRewriteRunner`` (1.10.2) for a group of the cur
    position deletes applied; then drop the rows its **equality deletes** match (null-safe, on the equality
    columns resolved by field id). Only live rows come out, one input file at a time (a group's rows are never all
    in memory).
-2. **Write** Parquet files with field ids through pyiceberg's Parquet writer, rolling to a new file once about
+2. **Write** Parquet files with field ids through pyiceberg's Parquet writer (row groups of up to 64 MiB of
+   Arrow data gathered from the input batches), rolling to a new file once about
    ``split_size`` bytes of input (on-disk bytes, in proportion to the rows read) went into the current one, as
    Java splits the group's read into ``expectedOutputFiles`` pieces; each output file's partition is the group's.
 3. **Describe** each output as a ``DataFile`` (statistics from the Parquet footer: counts, null counts, bounds).
@@ -40,6 +41,10 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import (
     ExternalSort,
     SortBudget,
 )
+
+# Arrow bytes gathered before they go to the Parquet writer as one row group: a file compacted from many small
+# inputs gets a few large row groups (as Java's writers, 128 MiB by default), not one per input batch
+ROW_GROUP_BUFFER_BYTES = 64 * 1024 * 1024
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -172,6 +177,8 @@ class _RollingWriter:
         self._writer: Any = None
         self._output: Any = None
         self._input_bytes = 0.0
+        self._buffer: list[pa.RecordBatch] = []
+        self._buffered_bytes = 0
         self.written: list[DataFile] = []
         self.locations: list[str] = []
 
@@ -181,17 +188,28 @@ class _RollingWriter:
         self._sort_order_id = sort_order_id
 
     def write(self, batch: pa.RecordBatch, input_bytes: float) -> None:
+        """Buffer ``batch`` (one Parquet row group per ``ROW_GROUP_BUFFER_BYTES``, not one per small input
+        batch); roll to a new file once ``split_size`` units went into this one."""
         from pyiceberg.io.pyarrow import _to_requested_schema
 
-        if self._writer is None:
-            self._open()
         converted = _to_requested_schema(
             self._schema, self._schema, batch, include_field_ids=True, format_model=self._model
         )
-        self._writer.write(pa.Table.from_batches([converted]))
+        self._buffer.append(converted)
+        self._buffered_bytes += converted.nbytes
+        if self._buffered_bytes >= ROW_GROUP_BUFFER_BYTES:
+            self._flush()
         self._input_bytes += input_bytes
         if self._input_bytes >= self._split_size:
             self.close()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        if self._writer is None:
+            self._open()
+        self._writer.write(pa.Table.from_batches(self._buffer))
+        self._buffer, self._buffered_bytes = [], 0
 
     def _open(self) -> None:
         name = f"{len(self.locations):05d}-0-{self._write_uuid}.parquet"
@@ -205,6 +223,7 @@ class _RollingWriter:
         from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
         from pyiceberg.typedef import Record
 
+        self._flush()
         if self._writer is None:
             return
         statistics = self._writer.close()
