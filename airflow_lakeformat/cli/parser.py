@@ -294,6 +294,12 @@ def add_write_commands(add: Adder) -> None:
         "--from", dest="source", required=True, metavar="FILE", help="a *.parquet, *.csv or *.jsonl file"
     )
     add_commit_options(write)
+    write.add_argument(
+        "--overwrite-filter",
+        metavar="EXPR",
+        help="Iceberg: replace the rows this filter selects, e.g. \"cat = 'a'\"; every input row must match it "
+        "(default: append)",
+    )
 
 
 def add_commit_options(p: argparse.ArgumentParser) -> None:
@@ -306,13 +312,17 @@ def add_commit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overwrite",
         metavar="PARTITION_SPEC",
-        help="replace the partitions k=v[,k=v] ('*' = all) (default: append)",
+        nargs="?",
+        const="dynamic",
+        help="replace the partitions k=v[,k=v] ('*' = all); Iceberg, without a value: the partitions the rows "
+        "fall into (default: append)",
     )
     p.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
     p.add_argument(
         "--commit-identifier",
         type=int,
-        help="Paimon: with the same --commit-user, a re-run never commits twice (default: one batch id)",
+        help="with the same --commit-user, a re-run never commits twice (default: Paimon one batch id, Iceberg "
+        "none)",
     )
 
 

@@ -1,11 +1,12 @@
 """The write commands: ``write --from FILE`` and ``commit --add PATH...``, on either format.
 
 The table is opened through the facade (:func:`~airflow_lakeformat.cli.tables.open_command_table`); the
-input rows are read with the facade table's ``write_schema()`` (``core/sources``). The commit itself has no
-facade method yet, so this module calls each format's committer (the one format dispatch left here,
-:data:`_COMMITS`): Paimon's ``Committer`` (``core/paimon/commit.py``, exactly once per ``--commit-user`` and
-``--commit-identifier``), Iceberg's append / ``add_files`` (``core/iceberg/write/write.py``, the commit user
-recorded as the ``lakeformat.commit-user`` summary property).
+input rows are read with the facade table's ``write_schema()`` (``core/sources``). An Iceberg write goes
+through the facade's writer, as the operators' do (``table.writes()``, ``core/table_writes.IcebergWrites``:
+append, ``--overwrite`` of the input's partitions or of ``k=v``/``'*'``, ``--overwrite-filter EXPR``,
+``add_files``; exactly once when ``--commit-user`` and ``--commit-identifier`` are both given). A Paimon write
+still calls Paimon's ``Committer`` here (``core/paimon/commit.py``, exactly once per ``--commit-user`` and
+``--commit-identifier``), the one format dispatch left (:data:`_COMMITS`).
 
 Both commit unless ``--dry-run`` (the rule of every command that only adds files): a dry run reads and
 checks the input (``write``: every row against the table's columns; ``commit`` on Paimon: each file's place
@@ -15,7 +16,9 @@ Both formats print one document: ``operation``, ``format``, ``table``, ``dryRun`
 ``commitKind``, ``commitUser``, ``alreadyCommitted``, ``filesAdded``, ``filesDeleted``, ``rowsAdded``,
 ``filesDiscarded``, ``totalRecordCount``, ``rowsToAdd`` (and for ``commit`` ``filesToAdd``): what a real run
 would add (0 after one, as ``bytesToFree`` of the deleting commands), then what one format adds (Paimon's
-``commitIdentifier``, ``attempts``, ``manifestMerge``).
+``commitIdentifier``, ``attempts``, ``manifestMerge``; an Iceberg overwrite's ``overwrite``: ``mode``,
+``filter``, ``inputPartitions``, ``replacedPartitions``, ``replacedFiles``, ``replacedRows``,
+``replacedDeleteFiles``, what it replaced or, in a dry run, would replace).
 
 Example:
     >>> from airflow_lakeformat.cli import main
@@ -33,12 +36,11 @@ from airflow_lakeformat.cli.output import finish, plural
 from airflow_lakeformat.cli.tables import open_command_table
 from airflow_lakeformat.core.errors import UnsupportedFormatError, UsageError
 from airflow_lakeformat.core.io import parse_storage_options
-from airflow_lakeformat.core.table_maintenance import COMMIT_USER_PROPERTY
+from airflow_lakeformat.core.table_writes import DYNAMIC_OVERWRITE
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.commit import CommitResult
     from airflow_lakeformat.core.paimon.manifest import ManifestEntry
     from airflow_lakeformat.core.paimon.table import Table
@@ -67,9 +69,9 @@ def _run(
 ) -> None:
     table = table or open_command_table(args)
     if args.dry_run:
-        fields = _CHECKS[table.format](table.native, args, rows)
+        fields = _CHECKS[table.format](table, args, rows)
     else:
-        fields = _COMMITS[table.format](table.native, args, rows)
+        fields = _COMMITS[table.format](table, args, rows)
         fields.update(rowsToAdd=0, **({"filesToAdd": 0} if rows is None else {}))
     shared = {key: fields.pop(key) for key in _SHARED_KEYS if key in fields}
     document = {
@@ -106,11 +108,18 @@ def _dry_run_fields(args: argparse.Namespace, rows: int, files: int | None) -> d
 
 
 def _summary(document: dict[str, Any]) -> str:
+    replaced = document.get("overwrite")
     if document["dryRun"]:
         files = f"{plural(document['filesToAdd'], 'file')} with " if "filesToAdd" in document else ""
+        would = (
+            f"; would replace {plural(len(replaced['replacedFiles']), 'file')} "
+            f"({plural(replaced['replacedRows'], 'row')}) in {plural(len(replaced['replacedPartitions']), 'partition')}"
+            if replaced
+            else ""
+        )
         return (
             f"dry run: nothing was written or committed; {files}{plural(document['rowsToAdd'], 'row')} "
-            "checked: re-run without --dry-run to commit"
+            f"checked{would}: re-run without --dry-run to commit"
         )
     state = "already committed as" if document["alreadyCommitted"] else "committed"
     line = (
@@ -126,7 +135,20 @@ def _summary(document: dict[str, Any]) -> str:
 # -- Paimon ------------------------------------------------------------------------------------------
 
 
-def _paimon(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+def _refuse_for_paimon(args: argparse.Namespace) -> None:
+    """What a Paimon write refuses: a dynamic overwrite (no partition named) and ``--overwrite-filter``."""
+    if getattr(args, "overwrite_filter", None) is not None:
+        raise UsageError(
+            "--overwrite-filter: only for Iceberg tables (a Paimon overwrite names its partition)"
+        )
+    if args.overwrite == DYNAMIC_OVERWRITE:
+        raise UsageError(
+            "--overwrite without a value (the partitions of the input) is for Iceberg tables; name the Paimon "
+            "partition: --overwrite k=v[,k=v] or '*'"
+        )
+
+
+def _paimon(facade: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
     """Register ``--add`` files or write ``rows``, then commit once (APPEND, or OVERWRITE of a partition)."""
     from airflow_lakeformat.core.paimon.commit import Committer
     from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
@@ -135,7 +157,8 @@ def _paimon(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dic
     from airflow_lakeformat.core.paimon.write.register import register_files
     from airflow_lakeformat.core.paimon.written_files import commit_written_files
 
-    table: Table = native
+    _refuse_for_paimon(args)
+    table: Table = facade.native
     overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
     identifier = BATCH_COMMIT_IDENTIFIER if args.commit_identifier is None else args.commit_identifier
     committer = Committer(table, args.commit_user)
@@ -180,73 +203,77 @@ def _paimon_fields(
 # -- Iceberg -----------------------------------------------------------------------------------------
 
 
-def _refuse_for_iceberg(table: IcebergTable, args: argparse.Namespace) -> None:
-    """What an Iceberg write from the CLI refuses: a partition overwrite (not implemented) and an identifier."""
-    if args.overwrite is not None:
-        raise UnsupportedFormatError(
-            table.name, "a partition overwrite of Iceberg tables is not implemented yet"
-        )
-    if args.commit_identifier is not None:
-        raise UsageError(
-            "--commit-identifier: only for Paimon tables (an Iceberg write from the CLI is not made "
-            "idempotent by an identifier)"
-        )
-
-
-def _iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
-    """An append of ``rows`` through pyiceberg, or ``add_files`` of ``--add``; one ``append`` snapshot."""
-    from airflow_lakeformat.core.iceberg.write.write import add_files, append
-
-    table: IcebergTable = native
-    _refuse_for_iceberg(table, args)
-    properties = {} if args.commit_user is None else {COMMIT_USER_PROPERTY: args.commit_user}
-    if rows is not None:
-        snapshot_id = append(table, rows, source=args.source, snapshot_properties=properties)
+def _iceberg(table: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+    """Through the facade's writer (``core/table_writes.IcebergWrites``): an append or an overwrite of
+    ``rows``, or ``add_files`` of ``--add``; exactly once when ``--commit-user`` and ``--commit-identifier``
+    are both given."""
+    writes = table.writes()
+    identity = {"commit_user": args.commit_user, "commit_identifier": args.commit_identifier}
+    if rows is None:
+        fields = writes.commit_files(list(args.add), overwrite=args.overwrite, **identity)
+        return _iceberg_fields(fields, args, 0)
+    fields = writes.write_rows(
+        rows,
+        overwrite=args.overwrite,
+        overwrite_filter=getattr(args, "overwrite_filter", None),
+        dry_run=bool(args.dry_run),
+        **identity,
+    )
+    replaced = fields.pop("overwrite", None)
+    if args.dry_run:
+        document = _dry_run_fields(args, rows.num_rows, None)
     else:
-        snapshot_id = add_files(table, list(args.add), snapshot_properties=properties)
-    snapshot = table.metadata.snapshot_by_id(snapshot_id)
-    summary = snapshot.summary if snapshot is not None else None
+        document = _iceberg_fields(fields, args, fields.get("rowsWritten", 0))
+    return {**document, **({} if replaced is None else {"overwrite": replaced})}
 
-    def count(key: str) -> int:
-        return int(summary.get(key) or 0) if summary is not None else 0
 
+def _iceberg_fields(fields: dict[str, Any], args: argparse.Namespace, rows: int) -> dict[str, Any]:
+    """The shared keys of the CLI's document from the writer's fields (0 added when already committed)."""
+    again = bool(fields.get("alreadyCommitted"))
     return {
-        "snapshotId": snapshot_id,
-        "commitKind": summary.operation.value.upper() if summary is not None else "APPEND",
-        "commitUser": args.commit_user,
-        "alreadyCommitted": False,
-        "filesAdded": count("added-data-files"),
-        "filesDeleted": count("deleted-data-files"),
-        "rowsAdded": count("added-records"),
+        "snapshotId": fields.get("snapshotId"),
+        "commitKind": fields.get("commitKind"),
+        "commitUser": fields.get("commitUser", args.commit_user),
+        "alreadyCommitted": again,
+        "filesAdded": 0 if again else fields.get("filesWritten", fields.get("filesAdded", 0)),
+        "filesDeleted": 0 if again else fields.get("filesDeleted", 0),
+        "rowsAdded": 0 if again else rows or fields.get("deltaRecordCount", 0),
         "filesDiscarded": 0,
-        "totalRecordCount": count("total-records"),
+        "totalRecordCount": fields.get("totalRecordCount"),
     }
 
 
-def _check_paimon(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+def _check_paimon(facade: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
     """A Paimon dry run: ``commit --add`` files are registered (layout, schema, bucket checked), not committed."""
     from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
     from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER
     from airflow_lakeformat.core.paimon.write.register import register_files
 
+    _refuse_for_paimon(args)
     if args.overwrite is not None:
         parse_overwrite_spec(args.overwrite)
     identifier = BATCH_COMMIT_IDENTIFIER if args.commit_identifier is None else args.commit_identifier
     own = {"commitIdentifier": identifier, "attempts": 0, "manifestMerge": None, "deltaRecordCount": None}
     if rows is not None:
         return {**_dry_run_fields(args, rows.num_rows, None), **own}
-    added = register_files(native, args.add)
+    added = register_files(facade.native, args.add)
     return {**_dry_run_fields(args, sum(e.file.row_count for e in added), len(added)), **own}
 
 
-def _check_iceberg(native: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
-    """An Iceberg dry run: the refusals a real run makes, then the rows (``commit``: the files' footers)."""
+def _check_iceberg(table: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
+    """An Iceberg dry run: ``write`` goes to the writer (it checks the rows and plans an overwrite);
+    ``commit`` counts the files' rows from their footers."""
     import fsspec
     import pyarrow.parquet as pq
 
-    _refuse_for_iceberg(native, args)
     if rows is not None:
-        return _dry_run_fields(args, rows.num_rows, None)
+        return _iceberg(table, args, rows)
+    table.writes().check_overwrite(args.overwrite)
+    if args.overwrite is not None:
+        raise UnsupportedFormatError(
+            table.uri, "registering files with an overwrite is not implemented for Iceberg tables; write the "
+            "rows with an overwrite instead (write --overwrite)"
+        )  # fmt: skip
     options = parse_storage_options(args.storage_option)
     counted = 0
     for path in args.add:

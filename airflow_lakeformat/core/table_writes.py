@@ -11,8 +11,12 @@ holds the commit (an Airflow retry whose earlier try failed *after* its commit l
 * An Iceberg snapshot has neither field, so both go into its summary (``lakeformat.commit-user``,
   ``lakeformat.commit-identifier``; Iceberg keeps unknown summary properties, Java's ``SnapshotSummary``
   included); the commit is pyiceberg's ``Transaction`` through the core's retry loop
-  (``core/iceberg/write/write.py``). A partition overwrite is not implemented yet and is refused before
-  anything is written.
+  (``core/iceberg/write/write.py``). Rows are partitioned by the current spec, identity or transform. An
+  overwrite is one ``overwrite`` snapshot (``core/iceberg/write/overwrite.py``): ``overwrite=True`` (or
+  ``"dynamic"``) replaces the partitions the rows fall into (Spark's dynamic ``INSERT OVERWRITE``),
+  ``overwrite_filter="cat = 'a'"`` the rows a filter selects (every input row must match it), ``"*"`` the whole
+  table and ``"k=v"`` the rows with those values (a filter too). Without a commit user and identifier (the
+  CLI without ``--commit-user``/``--commit-identifier``) a write is not made exactly-once.
 
 Every method returns the fields of the commit's JSON document (``snapshotId``, ``commitKind``, ``commitUser``,
 ``commitIdentifier``, ``alreadyCommitted``, record counts, file counts); the callers (operators) add
@@ -29,9 +33,9 @@ import base64
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from airflow_lakeformat.core.errors import RegisterError, UnsupportedFormatError
+from airflow_lakeformat.core.errors import RegisterError, UnsupportedFormatError, UsageError
 from airflow_lakeformat.core.table_maintenance import COMMIT_USER_PROPERTY
 
 if TYPE_CHECKING:
@@ -44,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "COMMIT_IDENTIFIER_PROPERTY",
+    "DYNAMIC_OVERWRITE",
     "ENTRY_FORMAT",
     "IcebergWrites",
     "PaimonWrites",
@@ -56,6 +61,9 @@ __all__ = [
 ]
 
 ENTRY_FORMAT = "lakeformat.manifest-entry.v1"
+#: ``overwrite=DYNAMIC_OVERWRITE`` (or True): replace the partitions the written rows fall into (Iceberg).
+DYNAMIC_OVERWRITE = "dynamic"
+Overwrite = Mapping[str, Any] | str | bool | None
 COMMIT_IDENTIFIER_PROPERTY = "lakeformat.commit-identifier"
 Staged = str | Mapping[str, Any]
 ReadRows = Callable[[], "pa.Table"]
@@ -67,13 +75,59 @@ def table_writes(table: PaimonTable | IcebergLakeTable) -> PaimonWrites | Iceber
     return table.writes()
 
 
-def overwrite_filter(value: Mapping[str, Any] | str | None) -> tuple[bool, dict[str, str | None] | None]:
-    """(overwrite?, partition filter): ``"*"`` is the whole table, ``"k=v,k2=v2"`` or a dict one partition."""
+def overwrite_filter(value: Overwrite) -> tuple[bool, dict[str, str | None] | None]:
+    """(overwrite?, partition filter): ``"*"`` is the whole table, ``"k=v,k2=v2"`` or a dict one partition.
+
+    Raises:
+        ValueError: a malformed spec, or a dynamic overwrite (``True``/``"dynamic"``), which names no partition.
+    """
     from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
 
-    if value is None or value == {} or (isinstance(value, str) and not value.strip()):
+    if value is None or value is False or value == {} or (isinstance(value, str) and not value.strip()):
         return False, None
-    return True, parse_overwrite_spec(value)
+    if _is_dynamic(value):
+        raise UsageError(
+            "overwrite: a dynamic partition overwrite (the partitions of the rows) is for Iceberg tables; name "
+            "the Paimon partition (k=v[,k=v]) or '*'"
+        )
+    return True, parse_overwrite_spec(cast("Mapping[str, Any] | str", value))
+
+
+_paimon_overwrite = overwrite_filter  # the function's name, inside methods whose parameter shadows it
+
+
+def _is_dynamic(value: Overwrite) -> bool:
+    return value is True or (isinstance(value, str) and value.strip().lower() == DYNAMIC_OVERWRITE)
+
+
+def iceberg_overwrite(value: Overwrite, row_filter: str | None = None) -> tuple[bool, str | None]:
+    """(overwrite?, Iceberg filter text or None for a dynamic overwrite) of an Iceberg write's arguments.
+
+    Raises:
+        ValueError: both an overwrite spec and a filter, or a malformed spec.
+    """
+    from airflow_lakeformat.core.iceberg.write.overwrite_scope import filter_from_values
+
+    if row_filter is not None and not row_filter.strip():
+        raise UsageError("overwrite_filter: an empty filter (use '*' for the whole table)")
+    wanted = (
+        value is not None
+        and value is not False
+        and value != {}
+        and not (isinstance(value, str) and not value.strip())
+    )
+    if row_filter is not None:
+        if wanted and not _is_dynamic(value):
+            raise UsageError(
+                "overwrite and overwrite_filter: give one of them (--overwrite or --overwrite-filter)"
+            )
+        return True, row_filter
+    if not wanted:
+        return False, None
+    if _is_dynamic(value):
+        return True, None
+    replace, partition = overwrite_filter(value)
+    return replace, "*" if partition is None else filter_from_values(partition)
 
 
 def overwrite_text(value: Mapping[str, Any] | str | None) -> str | None:
@@ -182,8 +236,13 @@ class PaimonWrites:
     def __init__(self, table: Table) -> None:
         self.table = table
 
-    def check_overwrite(self, overwrite: Mapping[str, Any] | str | None) -> None:
-        """Paimon overwrites partitions: only a malformed spec is refused (``ValueError``)."""
+    def check_overwrite(self, overwrite: Overwrite, row_filter: str | None = None) -> None:
+        """Paimon overwrites named partitions: a malformed spec, a dynamic overwrite or a filter is refused
+        (``ValueError``)."""
+        if row_filter is not None:
+            raise UsageError(
+                "overwrite_filter: only for Iceberg tables (a Paimon overwrite names its partition)"
+            )
         overwrite_filter(overwrite)
 
     def commit_files(
@@ -192,7 +251,7 @@ class PaimonWrites:
         *,
         commit_user: str,
         commit_identifier: int,
-        overwrite: Mapping[str, Any] | str | None = None,
+        overwrite: Overwrite = None,
     ) -> dict[str, Any]:
         """Register staged Parquet paths and XCom entries as one APPEND (or OVERWRITE) snapshot, once.
 
@@ -206,7 +265,7 @@ class PaimonWrites:
         from airflow_lakeformat.core.paimon.snapshot import CommitKind
         from airflow_lakeformat.core.paimon.write.register import register_files
 
-        replace, partition_filter = overwrite_filter(overwrite)
+        replace, partition_filter = _paimon_overwrite(overwrite)
         kind = CommitKind.OVERWRITE if replace else CommitKind.APPEND
         committer = Committer(self.table, commit_user)
         landed = committer.find_landed(commit_identifier, kind)
@@ -250,19 +309,21 @@ class PaimonWrites:
         *,
         commit_user: str,
         commit_identifier: int,
-        overwrite: Mapping[str, Any] | str | None = None,
+        overwrite: Overwrite = None,
         dry_run: bool = False,
+        overwrite_filter: str | None = None,
     ) -> dict[str, Any]:
         """Write ``rows`` as data files and commit them once. ``rows`` may be a function returning them, not
         called when an earlier try's snapshot holds the write. A dry run reads and counts the rows, writes
-        nothing."""
+        nothing. ``overwrite_filter`` is refused (``ValueError``: Iceberg only)."""
         from airflow_lakeformat.core.paimon.commit import Committer
         from airflow_lakeformat.core.paimon.snapshot import CommitKind
         from airflow_lakeformat.core.paimon.write.data_files import write_data_files
         from airflow_lakeformat.core.paimon.written_files import commit_written_files
 
         started = time.monotonic()
-        replace, partition_filter = overwrite_filter(overwrite)
+        self.check_overwrite(overwrite, overwrite_filter)
+        replace, partition_filter = _paimon_overwrite(overwrite)
         committer = Committer(self.table, commit_user)
         landed = committer.find_landed(
             commit_identifier, CommitKind.OVERWRITE if replace else CommitKind.APPEND
@@ -320,22 +381,28 @@ def _dry_run(data: pa.Table, started: float) -> dict[str, Any]:
 
 
 class IcebergWrites:
-    """Exactly-once commits to one Iceberg table (the commit user and identifier in the snapshot summary)."""
+    """Commits to one Iceberg table, exactly once per commit user and identifier when both are given (they go into
+    the snapshot summary)."""
 
     branch = "main"
 
     def __init__(self, table: IcebergTable) -> None:
         self.table = table
 
-    def check_overwrite(self, overwrite: Mapping[str, Any] | str | None) -> None:
-        """A partition overwrite of an Iceberg table is not implemented yet: refused, nothing written."""
-        if overwrite_filter(overwrite)[0]:
-            raise UnsupportedFormatError(
-                self.table.name, "a partition overwrite of Iceberg tables is not implemented yet"
-            )
+    def check_overwrite(self, overwrite: Overwrite, row_filter: str | None = None) -> None:
+        """Refuse malformed overwrite arguments (``ValueError``) and a filter that does not parse
+        (``UsageError``), before anything is read or written."""
+        from airflow_lakeformat.core.iceberg.write.overwrite_scope import parse_filter
 
-    def find_landed(self, commit_user: str, commit_identifier: int) -> Any | None:
-        """The snapshot on the branch's history holding this commit, or None (the table is reloaded first)."""
+        replace, text = iceberg_overwrite(overwrite, row_filter)
+        if replace and text is not None:
+            parse_filter(self.table.metadata, text)
+
+    def find_landed(self, commit_user: str | None, commit_identifier: int | None) -> Any | None:
+        """The snapshot on the branch's history holding this commit, or None (the table is reloaded first; None
+        too without a commit user and identifier: such a write is not made exactly-once)."""
+        if commit_user is None or commit_identifier is None:
+            return None
         self.table.refresh()
         metadata = self.table.metadata
         ref = metadata.refs.get(self.branch)
@@ -356,15 +423,21 @@ class IcebergWrites:
         self,
         staged: Sequence[Staged],
         *,
-        commit_user: str,
-        commit_identifier: int,
-        overwrite: Mapping[str, Any] | str | None = None,
+        commit_user: str | None,
+        commit_identifier: int | None,
+        overwrite: Overwrite = None,
     ) -> dict[str, Any]:
         """Register staged Parquet files once (pyiceberg's ``add_files``); paths relative to the table root are
-        placed under it. Staged Paimon entries are refused (:class:`RegisterError`)."""
+        placed under it. Staged Paimon entries and an overwrite are refused (:class:`RegisterError`,
+        :class:`UnsupportedFormatError`: an overwrite of Iceberg tables writes rows, ``write_rows``)."""
         from airflow_lakeformat.core.iceberg.write.write import add_files
 
-        self.check_overwrite(overwrite)
+        if iceberg_overwrite(overwrite)[0]:
+            raise UnsupportedFormatError(
+                self.table.name,
+                "registering files with an overwrite is not implemented for Iceberg tables; write the rows "
+                "with an overwrite instead (write --overwrite)",
+            )
         documents = [item for item in staged if not isinstance(item, str)]
         if documents:
             raise RegisterError(
@@ -388,31 +461,50 @@ class IcebergWrites:
         self,
         rows: pa.Table | ReadRows,
         *,
-        commit_user: str,
-        commit_identifier: int,
-        overwrite: Mapping[str, Any] | str | None = None,
+        commit_user: str | None,
+        commit_identifier: int | None,
+        overwrite: Overwrite = None,
         dry_run: bool = False,
+        overwrite_filter: str | None = None,
     ) -> dict[str, Any]:
-        """Append ``rows`` once (a function returning them is not called when an earlier try's snapshot holds
-        them). A dry run reads and counts the rows, writes nothing."""
+        """Append ``rows`` once, or overwrite with them (module docstring): a function returning them is not
+        called when an earlier try's snapshot holds them. A dry run reads and checks the rows and, for an
+        overwrite, reports what it would replace (``overwrite``); it writes nothing."""
         from airflow_lakeformat.core.iceberg.write.write import append
+        from airflow_lakeformat.core.iceberg.write.write import overwrite as overwrite_rows
 
         started = time.monotonic()
-        self.check_overwrite(overwrite)
+        replace, row_filter = iceberg_overwrite(overwrite, overwrite_filter)
+        self.check_overwrite(overwrite, overwrite_filter)
         landed = self.find_landed(commit_user, commit_identifier)
         if landed is not None:
-            return {**_EMPTY, "snapshotId": landed.snapshot_id, "alreadyCommitted": True}
+            return {**_EMPTY, **_snapshot_fields(landed), "alreadyCommitted": True}
         data = rows() if callable(rows) else rows
-        if dry_run:
-            return _dry_run(data, started)
         properties = _commit_properties(commit_user, commit_identifier)
-        snapshot = self._snapshot(append(self.table, data, snapshot_properties=properties))
+        if not replace:
+            if dry_run:
+                return _dry_run(data, started)
+            return self._written(append(self.table, data, snapshot_properties=properties), data, started)
+        result = overwrite_rows(
+            self.table, data, row_filter=row_filter, snapshot_properties=properties, dry_run=dry_run
+        )
+        if result.snapshot_id is None:
+            nothing = (
+                _dry_run(data, started)
+                if dry_run
+                else {**_EMPTY, "snapshotId": None, "alreadyCommitted": False}
+            )
+            return {**nothing, "overwrite": result.to_json()}
+        return {**self._written(result.snapshot_id, data, started), "overwrite": result.to_json()}
+
+    def _written(self, snapshot_id: int, data: pa.Table, started: float) -> dict[str, Any]:
+        snapshot = self._snapshot(snapshot_id)
         summary = snapshot.summary
         return {
-            "filesWritten": int(summary.get("added-data-files") or 0) if summary is not None else 0,
+            "filesWritten": _int(summary, "added-data-files"),
             "rowsWritten": data.num_rows,
-            "bytesWritten": int(summary.get("added-files-size") or 0) if summary is not None else 0,
-            "filesDeleted": 0,
+            "bytesWritten": _int(summary, "added-files-size"),
+            "filesDeleted": _int(summary, "deleted-data-files"),
             **_snapshot_fields(snapshot),
             "alreadyCommitted": False,
             "durationSeconds": round(time.monotonic() - started, 3),
@@ -440,9 +532,12 @@ class IcebergWrites:
         return native.catalog.name, namespace, name
 
 
-def _commit_properties(commit_user: str, commit_identifier: int) -> dict[str, str]:
-    """The snapshot summary properties that name the commit's user and identifier."""
-    return {COMMIT_USER_PROPERTY: commit_user, COMMIT_IDENTIFIER_PROPERTY: str(commit_identifier)}
+def _commit_properties(commit_user: str | None, commit_identifier: int | None) -> dict[str, str]:
+    """The snapshot summary properties that name the commit's user and identifier (those given)."""
+    properties = {} if commit_user is None else {COMMIT_USER_PROPERTY: commit_user}
+    if commit_identifier is not None:
+        properties[COMMIT_IDENTIFIER_PROPERTY] = str(commit_identifier)
+    return properties
 
 
 def _snapshot_commit(snapshot: Any) -> tuple[str | None, str | None]:

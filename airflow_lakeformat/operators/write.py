@@ -8,8 +8,9 @@ instance: the commit user is stable per DAG and task and the commit identifier i
 run, the task, its map index and the source (:func:`~airflow_lakeformat.operators.commit.commit_identifier`),
 so an Airflow retry after a failure that happened after publishing finds its snapshot and reports
 ``alreadyCommitted`` instead of writing the rows twice (Iceberg keeps both in the snapshot summary). Both
-formats' writes are the facade's (``core/table_writes.py``, ``table_writes(table).write_rows``). A partition
-overwrite of an Iceberg table is refused (not implemented yet).
+formats' writes are the facade's (``core/table_writes.py``, ``table_writes(table).write_rows``). On an Iceberg
+table ``overwrite="dynamic"`` replaces the partitions the rows fall into, ``"*"`` and ``"k=v"`` the rows they
+select (one ``overwrite`` snapshot).
 
 Writes take no maintenance lock (appends do not conflict with maintenance; the commit's conflict check
 covers the rest). On success the table's Asset gets an event with the snapshot id as extra.
@@ -138,7 +139,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
 
     def check_table(self, table: LakeTable) -> None:
         self._event_uri = table_event_uri(table)
-        table_writes(table).check_overwrite(self.overwrite)  # Iceberg: not implemented yet, refused
+        table_writes(table).check_overwrite(self.overwrite)  # a malformed overwrite fails before any work
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
         user, identifier = self._identity(context)

@@ -344,7 +344,10 @@ def iceberg_cases(rec: Recorder, tmp: Path) -> None:
     rec.run("iceberg", "write", "{T}", "--from", "{TMP}/one.parquet", "--dry-run", "--json", text_too=True)
     rec.run("iceberg", "commit", "{T}", "--add", "{TMP}/one.parquet", "--dry-run", "--json", text_too=True)
     rec.run("iceberg", "commit", "{T}", "--add", "{TMP}/one.parquet", "--json")
-    rec.run("iceberg", "write", "{T}", "--from", "{TMP}/one.parquet", "--overwrite", "cat=a", "--json")
+    # overwrites change nothing here (a dry run, a refusal): the cases after them see the same table
+    overwrite = ("write", "{T}", "--from", "{TMP}/one.parquet", "--json")
+    rec.run("iceberg", *overwrite, "--overwrite", "cat=a", "--dry-run", text_too=True)
+    rec.run("iceberg", *overwrite, "--overwrite-filter", "cat = 'b'")
     open_path_table(str(root)).table.manage_snapshots().create_tag(int(rec.values["S1"]), "t1").commit()
     _plant_stray(root / "data" / "cat=a")
     _table_cases(rec, "iceberg", lambda: _corrupt_iceberg_metadata(root))

@@ -115,7 +115,7 @@ def partition_arrays(spec: PartitionSpec, schema: Schema, data: pa.Table) -> lis
     return arrays
 
 
-def _manifest_value(value: Any) -> Any:
+def manifest_value(value: Any) -> Any:
     """A partition value in the manifest's form (module docstring)."""
     import datetime as dt
 
@@ -140,7 +140,7 @@ def _python_values(column: pa.ChunkedArray) -> list[Any]:
         column = column.cast(pa.int32())
     elif pa.types.is_time64(column.type):
         column = column.cast(pa.int64())
-    return [_manifest_value(v) for v in column.to_pylist()]
+    return [manifest_value(v) for v in column.to_pylist()]
 
 
 def split_by_partition(spec: PartitionSpec, schema: Schema, data: pa.Table) -> list[PartitionRows]:

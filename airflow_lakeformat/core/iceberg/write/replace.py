@@ -133,8 +133,10 @@ def rewrite_manifests_removing(
     snapshot_id: int,
     removed: set[str],
     store: ManifestStore,
+    removed_files: list[DataFile] | None = None,
 ) -> list[ManifestFile]:
-    """The head's manifests, data then deletes, each holding a removed file rewritten without it (DELETED)."""
+    """The head's manifests, data then deletes, each holding a removed file rewritten without it (DELETED);
+    the ``DataFile`` of each removed entry is appended to ``removed_files`` when given."""
     manifests = read_manifests(table, head)
     holders = {f.manifest_path for f in live_files(table, head) if f.path in removed}
     rewritten: dict[str, ManifestFile] = {}
@@ -150,6 +152,8 @@ def rewrite_manifests_removing(
                     writer.add_entry(
                         deleted_entry(entry, snapshot_id)
                     )  # a manifest entry, not a file removal
+                    if removed_files is not None:
+                        removed_files.append(entry.data_file)
                 else:
                     writer.existing(entry)
         rewritten[manifest.manifest_path] = writer.to_manifest_file()
@@ -185,14 +189,16 @@ def replace_summary(
 def stage_replace(
     tx: Transaction,
     table: IcebergTable,
-    head: Snapshot,
+    head: Snapshot | None,
     snapshot_id: int,
     manifests: Sequence[ManifestFile],
     summary: Summary,
     store: ManifestStore,
 ) -> None:
-    """Write the manifest list and stage the ``replace`` snapshot on ``main`` over ``head``."""
+    """Write the manifest list and stage the snapshot (its operation is the summary's) on ``main`` over ``head``
+    (None: a table without snapshots, where ``main`` must still be missing)."""
     metadata = tx.table_metadata
+    parent_id = head.snapshot_id if head is not None else None
     sequence_number = metadata.next_sequence_number()
     list_location = store.manifest_list_location(snapshot_id, 0)
     store.written.append(list_location)
@@ -200,16 +206,16 @@ def stage_replace(
         cast("TableVersion", int(metadata.format_version)),
         table.table.io.new_output(list_location),
         snapshot_id,
-        head.snapshot_id,
+        parent_id,
         sequence_number,
         _codec(metadata),
     ) as list_writer:
         list_writer.add_manifests(list(manifests))
-    ref = metadata.refs[MAIN_BRANCH]
+    ref = metadata.refs.get(MAIN_BRANCH)
     snapshot = Snapshot.model_validate(
         {
             "snapshot-id": snapshot_id,
-            "parent-snapshot-id": head.snapshot_id,
+            "parent-snapshot-id": parent_id,
             "sequence-number": sequence_number,
             "timestamp-ms": max(int(time.time() * 1000), metadata.last_updated_ms),
             "manifest-list": list_location,
@@ -223,10 +229,10 @@ def stage_replace(
             "ref-name": MAIN_BRANCH,
             "type": SnapshotRefType.BRANCH,
             # pyiceberg's producers drop a branch's retention settings here; keep them.
-            "max-ref-age-ms": ref.max_ref_age_ms,
-            "max-snapshot-age-ms": ref.max_snapshot_age_ms,
-            "min-snapshots-to-keep": ref.min_snapshots_to_keep,
+            "max-ref-age-ms": ref.max_ref_age_ms if ref is not None else None,
+            "max-snapshot-age-ms": ref.max_snapshot_age_ms if ref is not None else None,
+            "min-snapshots-to-keep": ref.min_snapshots_to_keep if ref is not None else None,
         }
     )
-    requirement = AssertRefSnapshotId.model_validate({"snapshot-id": head.snapshot_id, "ref": MAIN_BRANCH})
+    requirement = AssertRefSnapshotId.model_validate({"snapshot-id": parent_id, "ref": MAIN_BRANCH})
     tx._apply((AddSnapshotUpdate(snapshot=snapshot), set_ref), (requirement,))

@@ -14,15 +14,16 @@
 * :func:`append_data_files` commits ``DataFile`` records built by the caller (``fast_append`` +
   ``append_data_file``), for files whose metadata is already known.
 
-v3 tables are refused up front (pyiceberg 0.12 cannot write their manifests). A partition overwrite is
-``overwrite.py``.
+v3 tables are refused up front (pyiceberg 0.12 cannot write their manifests). :func:`overwrite` is a partition
+overwrite, dynamic or by a filter (``overwrite.py``), one ``overwrite`` snapshot.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFile
 from pyiceberg.table import Transaction
@@ -30,9 +31,24 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.utils.properties import property_as_bool
 
 from airflow_lakeformat.core.errors import CommitStateUnknownError
+from airflow_lakeformat.core.iceberg.metadata.entries import CONTENT_DATA, LiveFile
+from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
+from airflow_lakeformat.core.iceberg.metadata.partition_values import partition_json, partition_result_types
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
-from airflow_lakeformat.core.iceberg.write.partitioned import write_partitioned
+from airflow_lakeformat.core.iceberg.write.overwrite import (
+    StagedOverwrite,
+    describe_partitions,
+    main_head,
+    plan_removed,
+    stage_overwrite,
+)
+from airflow_lakeformat.core.iceberg.write.overwrite_scope import OverwriteScope
+from airflow_lakeformat.core.iceberg.write.partitioned import (
+    split_by_partition,
+    write_groups,
+    write_partitioned,
+)
 from airflow_lakeformat.core.sources import WriteSchema, conform_table
 
 if TYPE_CHECKING:
@@ -109,19 +125,26 @@ def append(
 
 
 @contextlib.contextmanager
-def discard_on_failure(table: IcebergTable, locations: Sequence[str]) -> Iterator[None]:
-    """Delete ``locations`` (files this write made) when the block fails for sure; an unknown commit state
-    (:class:`CommitStateUnknownError`: the commit may have landed) keeps them, as Java does (#12792)."""
+def discard_on_failure(
+    table: IcebergTable, locations: Sequence[str] | Callable[[], Sequence[str]]
+) -> Iterator[None]:
+    """Delete ``locations`` (files this write made; a function is asked when the block fails) when the block
+    fails for sure; an unknown commit state (:class:`CommitStateUnknownError`: the commit may have landed)
+    keeps them, as Java does (#12792)."""
     try:
         yield
     except CommitStateUnknownError:
         raise
     except Exception:
-        io = table.table.io
-        for location in locations:
-            with contextlib.suppress(OSError):
-                io.delete(location)
+        _delete(table, locations() if callable(locations) else locations)
         raise
+
+
+def _delete(table: IcebergTable, locations: Sequence[str]) -> None:
+    io = table.table.io
+    for location in locations:
+        with contextlib.suppress(OSError):
+            io.delete(location)
 
 
 def add_files(
@@ -194,3 +217,107 @@ def append_data_files(
 
     commit_with_retry(table, stage, description=f"append of {len(files)} data files", policy=policy)
     return _head(table, branch)
+
+
+@dataclass
+class OverwriteResult:
+    """What a partition overwrite committed (or, in a dry run, would commit): ``overwrite.py``."""
+
+    mode: str
+    filter_text: str | None
+    dry_run: bool
+    snapshot_id: int | None
+    rows_added: int
+    files_added: list[DataFile] = field(default_factory=list)
+    removed: list[LiveFile] = field(default_factory=list)
+    input_partitions: list[dict[str, Any]] = field(default_factory=list)
+    replaced_partitions: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"mode", "filter", "inputPartitions", "replacedPartitions", "replacedFiles", "replacedRows",
+        "replacedDeleteFiles"}``: the scope and what it replaces (dry run: would replace)."""
+        data = [f for f in self.removed if f.content == CONTENT_DATA]
+        return {
+            "mode": self.mode,
+            "filter": self.filter_text,
+            "inputPartitions": self.input_partitions,
+            "replacedPartitions": self.replaced_partitions,
+            "replacedFiles": [f.path for f in data],
+            "replacedRows": sum(f.record_count for f in data),
+            "replacedDeleteFiles": [f.path for f in self.removed if f.content != CONTENT_DATA],
+        }
+
+
+def overwrite(
+    table: IcebergTable,
+    data: pa.Table,
+    *,
+    row_filter: str | None = None,
+    snapshot_properties: Mapping[str, str] | None = None,
+    policy: RetryPolicy | None = None,
+    source: str = "input",
+    dry_run: bool = False,
+) -> OverwriteResult:
+    """Replace the partitions the rows fall into (dynamic) or the rows ``row_filter`` selects, in one
+    ``overwrite`` snapshot on ``main`` (``overwrite.py``; Spark's dynamic ``INSERT OVERWRITE`` and
+    ``INSERT OVERWRITE ... WHERE``).
+
+    Args:
+        table: A writable table (not read-only, format v1 or v2).
+        data: The rows, as for :func:`append`.
+        row_filter: None for a dynamic overwrite; else Iceberg's expression syntax (``"cat = 'a'"``, ``"*"``).
+        snapshot_properties: Extra snapshot summary properties.
+        policy: Retry policy (default: the table's ``commit.retry.*``).
+        source: The rows' origin for errors.
+        dry_run: Plan on the current head and report what would be replaced; write nothing.
+
+    Returns:
+        The snapshot (None when nothing was committed: a dry run, or a dynamic overwrite without rows), the
+        files added and what was replaced.
+
+    Raises:
+        UsageError: The filter does not parse or names no column. RegisterError: a row outside the filter, or
+            rows that do not fit the table. UnsupportedFormatError: the filter selects part of a data file.
+        CommitConflictError: A commit since the start added files to the replaced partitions.
+        CommitRetriesExhaustedError, CommitStateUnknownError: See ``commit_with_retry``.
+
+    Example:
+        >>> overwrite(table, rows)  # replace the days present in rows  # doctest: +SKIP
+        >>> overwrite(table, rows, row_filter="cat = 'a'")  # doctest: +SKIP
+    """
+    data = conform_table(data, write_schema(table), source)
+    table.check_writable()
+    metadata = table.metadata
+    scope = OverwriteScope.from_filter(metadata, row_filter) if row_filter is not None else None
+    if scope is not None:
+        scope.check_rows(data, source)
+    groups = split_by_partition(metadata.spec(), metadata.schema(), data)
+    scope = scope or OverwriteScope.dynamic(metadata, [g.partition for g in groups])
+    head = main_head(metadata)
+    types = partition_result_types(metadata.spec(), metadata.schemas)
+    result = OverwriteResult(
+        scope.mode, row_filter, dry_run, None, data.num_rows,
+        input_partitions=[partition_json(metadata.spec(), types, g.partition) for g in groups],
+    )  # fmt: skip
+    if dry_run or (scope.mode == "dynamic" and not groups):
+        live = live_files(table, head) if head is not None and dry_run else []
+        result.removed = plan_removed(table, head, scope, live)
+        result.replaced_partitions = describe_partitions(metadata, result.removed)
+        return result
+    written = write_groups(table, metadata, groups)
+    staged = StagedOverwrite()
+
+    def stage(tx: Transaction) -> StagedOverwrite:
+        start_id = head.snapshot_id if head is not None else None
+        return stage_overwrite(
+            tx, table, start_id=start_id, scope=scope, added=written, properties=dict(snapshot_properties or {}),
+            staged=staged,
+        )  # fmt: skip
+
+    made = lambda: [f.file_path for f in written] + staged.earlier_manifests + staged.manifests_written  # noqa: E731
+    with discard_on_failure(table, made):
+        commit_with_retry(table, stage, description=f"overwrite of {scope.describe()}", policy=policy)
+    _delete(table, staged.earlier_manifests)  # attempts that lost the race
+    result.snapshot_id, result.files_added, result.removed = staged.snapshot_id, written, staged.removed
+    result.replaced_partitions = describe_partitions(table.metadata, staged.removed)
+    return result
