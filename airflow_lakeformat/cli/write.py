@@ -5,8 +5,8 @@ input rows are read with the facade table's ``write_schema()`` (``core/sources``
 through the facade's writer, as the operators' do (``table.writes()``, ``core/table_writes.IcebergWrites``:
 append, ``--overwrite`` of the input's partitions or of ``k=v``/``'*'``, ``--overwrite-filter EXPR``,
 ``add_files``; exactly once when ``--commit-user`` and ``--commit-identifier`` are both given). A Paimon write
-still calls Paimon's ``Committer`` here (``core/paimon/commit.py``, exactly once per ``--commit-user`` and
-``--commit-identifier``), the one format dispatch left (:data:`_COMMITS`).
+goes through ``PaimonWrites.commit`` (Paimon's ``Committer``, exactly once per ``--commit-user`` and
+``--commit-identifier``); :data:`_COMMITS` only picks how each format's fields become the document.
 
 Both commit unless ``--dry-run`` (the rule of every command that only adds files): a dry run reads and
 checks the input (``write``: every row against the table's columns; ``commit`` on Paimon: each file's place
@@ -41,9 +41,6 @@ from airflow_lakeformat.core.table_writes import DYNAMIC_OVERWRITE
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_lakeformat.core.paimon.commit import CommitResult
-    from airflow_lakeformat.core.paimon.manifest import ManifestEntry
-    from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 
@@ -149,55 +146,18 @@ def _refuse_for_paimon(args: argparse.Namespace) -> None:
 
 
 def _paimon(facade: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
-    """Register ``--add`` files or write ``rows``, then commit once (APPEND, or OVERWRITE of a partition)."""
-    from airflow_lakeformat.core.paimon.commit import Committer
-    from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
-    from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER, CommitKind
-    from airflow_lakeformat.core.paimon.write.data_files import write_data_files
-    from airflow_lakeformat.core.paimon.write.register import register_files
-    from airflow_lakeformat.core.paimon.written_files import commit_written_files
-
+    """Through the facade's writer (``PaimonWrites.commit``): write ``rows`` or register ``--add`` files, then
+    commit once (APPEND, or OVERWRITE of a partition)."""
     _refuse_for_paimon(args)
-    table: Table = facade.native
-    overwrite = parse_overwrite_spec(args.overwrite) if args.overwrite is not None else None
-    identifier = BATCH_COMMIT_IDENTIFIER if args.commit_identifier is None else args.commit_identifier
-    committer = Committer(table, args.commit_user)
-    if rows is not None:
-        added = write_data_files(table, rows)
-        done = commit_written_files(
-            committer,
-            added,
-            overwrite=args.overwrite is not None,
-            partition_filter=overwrite,
-            commit_identifier=identifier,
-        )
-        return _paimon_fields(done.result, added, done.deletes, done.discarded)
-    # Files the user placed (``commit --add``): never ours to discard, whatever the outcome.
-    added = register_files(table, args.add)
-    deletes = committer.overwrite_entries(overwrite, added) if args.overwrite is not None else []
-    kind = CommitKind.OVERWRITE if args.overwrite is not None else CommitKind.APPEND
-    result = committer.commit(
-        [*deletes, *added], kind=kind, commit_identifier=identifier, check_conflicts=True
+    done = facade.writes().commit(
+        rows,
+        [] if rows is not None else list(args.add),
+        commit_user=args.commit_user,
+        commit_identifier=args.commit_identifier,
+        overwrite=args.overwrite,
     )
-    return _paimon_fields(result, added, deletes, 0)
-
-
-def _paimon_fields(
-    result: CommitResult, added: list[ManifestEntry], deletes: list[ManifestEntry], discarded: int
-) -> dict[str, Any]:
-    landed = result.to_json()
-    again = result.already_committed
-    return {
-        "snapshotId": landed.pop("snapshotId"),
-        "commitKind": landed.pop("commitKind"),
-        "commitUser": landed.pop("commitUser"),
-        "alreadyCommitted": landed.pop("alreadyCommitted"),
-        "filesAdded": 0 if again else len(added),
-        "filesDeleted": 0 if again else len(deletes),
-        "rowsAdded": 0 if again else sum(e.file.row_count for e in added),
-        "filesDiscarded": discarded,
-        **landed,
-    }
+    fields: dict[str, Any] = done.to_json()
+    return fields
 
 
 # -- Iceberg -----------------------------------------------------------------------------------------
@@ -245,19 +205,15 @@ def _iceberg_fields(fields: dict[str, Any], args: argparse.Namespace, rows: int)
 
 def _check_paimon(facade: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:
     """A Paimon dry run: ``commit --add`` files are registered (layout, schema, bucket checked), not committed."""
-    from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
-    from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER
-    from airflow_lakeformat.core.paimon.write.register import register_files
-
     _refuse_for_paimon(args)
-    if args.overwrite is not None:
-        parse_overwrite_spec(args.overwrite)
-    identifier = BATCH_COMMIT_IDENTIFIER if args.commit_identifier is None else args.commit_identifier
+    writes = facade.writes()
+    writes.check_overwrite(args.overwrite)
+    identifier = writes.default_identifier() if args.commit_identifier is None else args.commit_identifier
     own = {"commitIdentifier": identifier, "attempts": 0, "manifestMerge": None, "deltaRecordCount": None}
     if rows is not None:
         return {**_dry_run_fields(args, rows.num_rows, None), **own}
-    added = register_files(facade.native, args.add)
-    return {**_dry_run_fields(args, sum(e.file.row_count for e in added), len(added)), **own}
+    counted, files = writes.check_files(args.add)
+    return {**_dry_run_fields(args, counted, files), **own}
 
 
 def _check_iceberg(table: Any, args: argparse.Namespace, rows: pa.Table | None) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 import base64
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
+    from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
     from airflow_lakeformat.core.paimon.manifest import ManifestEntry
     from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
@@ -51,6 +53,7 @@ __all__ = [
     "DYNAMIC_OVERWRITE",
     "ENTRY_FORMAT",
     "IcebergWrites",
+    "PaimonCommitted",
     "PaimonWrites",
     "entries_from_xcom",
     "entries_to_xcom",
@@ -270,18 +273,76 @@ class PaimonWrites:
         committer = Committer(self.table, commit_user)
         landed = committer.find_landed(commit_identifier, kind)
         if landed is not None:  # an earlier try published this very commit and failed afterwards
-            done = CommitResult(landed, 0, already_committed=True)
-            return {**done.to_json(), "filesAdded": len(staged), "filesDeleted": 0}
+            again = CommitResult(landed, 0, already_committed=True)
+            return {**again.to_json(), "filesAdded": len(staged), "filesDeleted": 0}
         paths = [item for item in staged if isinstance(item, str)]
         entries = entries_from_xcom([item for item in staged if not isinstance(item, str)])
         self._check_staged_files(entries)
         adds = register_files(self.table, paths) + entries
-        # the added files go along: an overwrite with rows outside its partition is refused (Paimon does too)
-        deletes = committer.overwrite_entries(partition_filter, adds) if replace else []
-        result = committer.commit(
-            [*deletes, *adds], kind=kind, commit_identifier=commit_identifier, check_conflicts=True
-        )
-        return {**result.to_json(), "filesAdded": len(adds), "filesDeleted": len(deletes)}
+        done = _commit_registered(committer, adds, replace, partition_filter, commit_identifier)
+        return {**done.result.to_json(), "filesAdded": len(adds), "filesDeleted": len(done.deletes)}
+
+    def check_files(self, paths: Sequence[str]) -> tuple[int, int]:
+        """The dry run of :meth:`commit` with ``paths``: each file's place in the layout, schema and bucket
+        checked, nothing committed. Returns (rows, files)."""
+        from airflow_lakeformat.core.paimon.write.register import register_files
+
+        added = register_files(self.table, list(paths))
+        return sum(e.file.row_count for e in added), len(added)
+
+    @staticmethod
+    def default_identifier() -> int:
+        """The commit identifier of a write without one (Paimon's batch identifier)."""
+        from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER
+
+        return BATCH_COMMIT_IDENTIFIER
+
+    def commit(
+        self,
+        rows: pa.Table | None,
+        paths: Sequence[str] = (),
+        *,
+        commit_user: str | None,
+        commit_identifier: int | None,
+        overwrite: Overwrite = None,
+    ) -> PaimonCommitted:
+        """Write ``rows`` as data files (or register ``paths``, files already in the table's layout) and commit
+        them as one APPEND or OVERWRITE snapshot: the CLI's ``write`` and ``commit``. Exactly once per commit user
+        and identifier, by the committer's own replay check (a re-run reports the landed snapshot and discards
+        the files it wrote; files a user placed are never discarded).
+
+        Args:
+            rows: the rows (None: register ``paths``).
+            paths: table-relative or full paths of Parquet files placed in the table's layout.
+            commit_user: the commit user (None: a new ``lakeformat-<uuid>``).
+            commit_identifier: the commit identifier (None: Paimon's batch identifier).
+            overwrite: ``"*"`` or a partition (``k=v[,k=v]`` or a dict) the new files replace.
+
+        Example:
+            >>> table.writes().commit(rows, commit_user="etl", commit_identifier=7).to_json()  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.paimon.commit import Committer
+        from airflow_lakeformat.core.paimon.snapshot import BATCH_COMMIT_IDENTIFIER
+        from airflow_lakeformat.core.paimon.write.data_files import write_data_files
+        from airflow_lakeformat.core.paimon.write.register import register_files
+        from airflow_lakeformat.core.paimon.written_files import commit_written_files
+
+        self.check_overwrite(overwrite)
+        replace, partition_filter = _paimon_overwrite(overwrite)
+        identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else commit_identifier
+        committer = Committer(self.table, commit_user)
+        if rows is not None:
+            added = write_data_files(self.table, rows)
+            written = commit_written_files(
+                committer,
+                added,
+                overwrite=replace,
+                partition_filter=partition_filter,
+                commit_identifier=identifier,
+            )
+            return PaimonCommitted(written.result, list(added), list(written.deletes), written.discarded)
+        added = register_files(self.table, list(paths))  # placed by the user: never ours to discard
+        return _commit_registered(committer, added, replace, partition_filter, identifier)
 
     def _check_staged_files(self, entries: Sequence[ManifestEntry]) -> None:
         """A staged entry must describe a file that is there, at its size: never commit a dangling file."""
@@ -365,6 +426,52 @@ class PaimonWrites:
     def catalog_identifier(self) -> None:
         """A Paimon table is named by its root URI, never by a catalog."""
         return None
+
+
+@dataclass(frozen=True)
+class PaimonCommitted:
+    """A Paimon commit of :meth:`PaimonWrites.commit`: the committer's result, the ADD and DELETE entries it
+    committed, and how many of this run's files were discarded (the commit had already landed)."""
+
+    result: CommitResult
+    added: list[ManifestEntry]
+    deletes: list[ManifestEntry]
+    discarded: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """The CLI's document fields: the shared keys (0 added when already committed), then the committer's."""
+        landed = self.result.to_json()
+        again = self.result.already_committed
+        return {
+            "snapshotId": landed.pop("snapshotId"),
+            "commitKind": landed.pop("commitKind"),
+            "commitUser": landed.pop("commitUser"),
+            "alreadyCommitted": landed.pop("alreadyCommitted"),
+            "filesAdded": 0 if again else len(self.added),
+            "filesDeleted": 0 if again else len(self.deletes),
+            "rowsAdded": 0 if again else sum(e.file.row_count for e in self.added),
+            "filesDiscarded": self.discarded,
+            **landed,
+        }
+
+
+def _commit_registered(
+    committer: Committer,
+    adds: list[ManifestEntry],
+    replace: bool,
+    partition_filter: Mapping[str, str | None] | None,
+    identifier: int,
+) -> PaimonCommitted:
+    """Commit registered files (APPEND, or OVERWRITE of ``partition_filter``); an overwrite's added files go
+    along, so one with rows outside its partition is refused (Paimon does too)."""
+    from airflow_lakeformat.core.paimon.snapshot import CommitKind
+
+    kind = CommitKind.OVERWRITE if replace else CommitKind.APPEND
+    deletes = committer.overwrite_entries(partition_filter, adds) if replace else []
+    result = committer.commit(
+        [*deletes, *adds], kind=kind, commit_identifier=identifier, check_conflicts=True
+    )
+    return PaimonCommitted(result, adds, deletes, 0)
 
 
 def _dry_run(data: pa.Table, started: float) -> dict[str, Any]:
