@@ -1,6 +1,7 @@
 """The write half of the facade: exactly-once commits of staged files and of rows, for a Paimon and an Iceberg table.
 
-``table_writes(table)`` gives the facade table's writer: :class:`PaimonWrites` or :class:`IcebergWrites`. Both
+``table_writes(table)`` gives the facade table's writer: :class:`PaimonWrites` or :class:`IcebergWrites`
+(``core/table_writes_iceberg.py``; the arguments both share are ``core/write_options.py``). Both
 commit *exactly once per commit user and identifier*: before committing they look for a snapshot that already
 holds the commit (an Airflow retry whose earlier try failed *after* its commit landed finds it) and then report
 ``alreadyCommitted`` instead of committing again.
@@ -31,22 +32,34 @@ from __future__ import annotations
 
 import base64
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from airflow_lakeformat.core.errors import RegisterError, UnsupportedFormatError, UsageError
-from airflow_lakeformat.core.table_maintenance import COMMIT_USER_PROPERTY
+from airflow_lakeformat.core.errors import RegisterError, UsageError
+from airflow_lakeformat.core.table_writes_iceberg import IcebergWrites
+from airflow_lakeformat.core.write_options import (
+    COMMIT_IDENTIFIER_PROPERTY,
+    DYNAMIC_OVERWRITE,
+    EMPTY_WRITE,
+    Overwrite,
+    ReadRows,
+    Staged,
+    dry_run_fields,
+    iceberg_overwrite,
+    overwrite_filter,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.commit import CommitResult, Committer
     from airflow_lakeformat.core.paimon.manifest import ManifestEntry
     from airflow_lakeformat.core.paimon.table import Table
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
+
+_paimon_overwrite = overwrite_filter  # the function's name, inside methods whose parameter shadows it
 
 __all__ = [
     "COMMIT_IDENTIFIER_PROPERTY",
@@ -57,6 +70,7 @@ __all__ = [
     "PaimonWrites",
     "entries_from_xcom",
     "entries_to_xcom",
+    "iceberg_overwrite",
     "overwrite_filter",
     "overwrite_text",
     "partition_filters",
@@ -64,73 +78,11 @@ __all__ = [
 ]
 
 ENTRY_FORMAT = "lakeformat.manifest-entry.v1"
-#: ``overwrite=DYNAMIC_OVERWRITE`` (or True): replace the partitions the written rows fall into (Iceberg).
-DYNAMIC_OVERWRITE = "dynamic"
-Overwrite = Mapping[str, Any] | str | bool | None
-COMMIT_IDENTIFIER_PROPERTY = "lakeformat.commit-identifier"
-Staged = str | Mapping[str, Any]
-ReadRows = Callable[[], "pa.Table"]
-_EMPTY = {"filesWritten": 0, "rowsWritten": 0, "bytesWritten": 0, "filesDeleted": 0}
 
 
 def table_writes(table: PaimonTable | IcebergLakeTable) -> PaimonWrites | IcebergWrites:
     """The writer of a facade table (``open_table(...)``): the one its class names (``table.writes()``)."""
     return table.writes()
-
-
-def overwrite_filter(value: Overwrite) -> tuple[bool, dict[str, str | None] | None]:
-    """(overwrite?, partition filter): ``"*"`` is the whole table, ``"k=v,k2=v2"`` or a dict one partition.
-
-    Raises:
-        ValueError: a malformed spec, or a dynamic overwrite (``True``/``"dynamic"``), which names no partition.
-    """
-    from airflow_lakeformat.core.paimon.paths import parse_overwrite_spec
-
-    if value is None or value is False or value == {} or (isinstance(value, str) and not value.strip()):
-        return False, None
-    if _is_dynamic(value):
-        raise UsageError(
-            "overwrite: a dynamic partition overwrite (the partitions of the rows) is for Iceberg tables; name "
-            "the Paimon partition (k=v[,k=v]) or '*'"
-        )
-    return True, parse_overwrite_spec(cast("Mapping[str, Any] | str", value))
-
-
-_paimon_overwrite = overwrite_filter  # the function's name, inside methods whose parameter shadows it
-
-
-def _is_dynamic(value: Overwrite) -> bool:
-    return value is True or (isinstance(value, str) and value.strip().lower() == DYNAMIC_OVERWRITE)
-
-
-def iceberg_overwrite(value: Overwrite, row_filter: str | None = None) -> tuple[bool, str | None]:
-    """(overwrite?, Iceberg filter text or None for a dynamic overwrite) of an Iceberg write's arguments.
-
-    Raises:
-        ValueError: both an overwrite spec and a filter, or a malformed spec.
-    """
-    from airflow_lakeformat.core.iceberg.write.overwrite_scope import filter_from_values
-
-    if row_filter is not None and not row_filter.strip():
-        raise UsageError("overwrite_filter: an empty filter (use '*' for the whole table)")
-    wanted = (
-        value is not None
-        and value is not False
-        and value != {}
-        and not (isinstance(value, str) and not value.strip())
-    )
-    if row_filter is not None:
-        if wanted and not _is_dynamic(value):
-            raise UsageError(
-                "overwrite and overwrite_filter: give one of them (--overwrite or --overwrite-filter)"
-            )
-        return True, row_filter
-    if not wanted:
-        return False, None
-    if _is_dynamic(value):
-        return True, None
-    replace, partition = overwrite_filter(value)
-    return replace, "*" if partition is None else filter_from_values(partition)
 
 
 def overwrite_text(value: Mapping[str, Any] | str | None) -> str | None:
@@ -390,13 +342,13 @@ class PaimonWrites:
             commit_identifier, CommitKind.OVERWRITE if replace else CommitKind.APPEND
         )
         if landed is not None:
-            return {**_EMPTY, "snapshotId": landed.id, "alreadyCommitted": True}
+            return {**EMPTY_WRITE, "snapshotId": landed.id, "alreadyCommitted": True}
         data = rows() if callable(rows) else rows
         if dry_run:
-            return _dry_run(data, started)
+            return dry_run_fields(data, started)
         entries = write_data_files(self.table, data)
         if not entries and not (replace and committer.overwrite_entries(partition_filter)):
-            return {**_EMPTY, "snapshotId": None, "alreadyCommitted": False}
+            return {**EMPTY_WRITE, "snapshotId": None, "alreadyCommitted": False}
         done = commit_written_files(
             committer,
             entries,
@@ -407,7 +359,7 @@ class PaimonWrites:
         result = done.result
         if result.already_committed:
             return {
-                **_EMPTY,
+                **EMPTY_WRITE,
                 "snapshotId": result.snapshot.id,
                 "alreadyCommitted": True,
                 "discarded": done.discarded,
@@ -472,207 +424,3 @@ def _commit_registered(
         [*deletes, *adds], kind=kind, commit_identifier=identifier, check_conflicts=True
     )
     return PaimonCommitted(result, adds, deletes, 0)
-
-
-def _dry_run(data: pa.Table, started: float) -> dict[str, Any]:
-    return {
-        **_EMPTY,
-        "snapshotId": None,
-        "alreadyCommitted": False,
-        "sourceRows": data.num_rows,
-        "durationSeconds": round(time.monotonic() - started, 3),
-    }
-
-
-# -- Iceberg -----------------------------------------------------------------------------------------
-
-
-class IcebergWrites:
-    """Commits to one Iceberg table, exactly once per commit user and identifier when both are given (they go into
-    the snapshot summary)."""
-
-    branch = "main"
-
-    def __init__(self, table: IcebergTable) -> None:
-        self.table = table
-
-    def check_overwrite(self, overwrite: Overwrite, row_filter: str | None = None) -> None:
-        """Refuse malformed overwrite arguments (``ValueError``) and a filter that does not parse
-        (``UsageError``), before anything is read or written."""
-        from airflow_lakeformat.core.iceberg.write.overwrite_scope import parse_filter
-
-        replace, text = iceberg_overwrite(overwrite, row_filter)
-        if replace and text is not None:
-            parse_filter(self.table.metadata, text)
-
-    def find_landed(self, commit_user: str | None, commit_identifier: int | None) -> Any | None:
-        """The snapshot on the branch's history holding this commit, or None (the table is reloaded first; None
-        too without a commit user and identifier: such a write is not made exactly-once)."""
-        if commit_user is None or commit_identifier is None:
-            return None
-        self.table.refresh()
-        metadata = self.table.metadata
-        ref = metadata.refs.get(self.branch)
-        wanted = (commit_user, str(commit_identifier))
-        snapshot_id = ref.snapshot_id if ref is not None else None
-        seen: set[int] = set()
-        while snapshot_id is not None and snapshot_id not in seen:
-            seen.add(snapshot_id)
-            snapshot = metadata.snapshot_by_id(snapshot_id)
-            if snapshot is None:  # expired ancestors: the commit is older than anything a retry looks for
-                return None
-            if _snapshot_commit(snapshot) == wanted:
-                return snapshot
-            snapshot_id = snapshot.parent_snapshot_id
-        return None
-
-    def commit_files(
-        self,
-        staged: Sequence[Staged],
-        *,
-        commit_user: str | None,
-        commit_identifier: int | None,
-        overwrite: Overwrite = None,
-    ) -> dict[str, Any]:
-        """Register staged Parquet files once (pyiceberg's ``add_files``); paths relative to the table root are
-        placed under it. Staged Paimon entries and an overwrite are refused (:class:`RegisterError`,
-        :class:`UnsupportedFormatError`: an overwrite of Iceberg tables writes rows, ``write_rows``)."""
-        from airflow_lakeformat.core.iceberg.write.write import add_files
-
-        if iceberg_overwrite(overwrite)[0]:
-            raise UnsupportedFormatError(
-                self.table.name,
-                "registering files with an overwrite is not implemented for Iceberg tables; write the rows "
-                "with an overwrite instead (write --overwrite)",
-            )
-        documents = [item for item in staged if not isinstance(item, str)]
-        if documents:
-            raise RegisterError(
-                self.table.name,
-                f"{len(documents)} staged Paimon manifest entries cannot be committed to an Iceberg table; "
-                "stage Parquet file paths instead",
-            )
-        paths = [item for item in staged if isinstance(item, str)]
-        landed = self.find_landed(commit_user, commit_identifier)
-        if landed is None:
-            root = self.table.uri.rstrip("/")
-            full = [p if "://" in p or p.startswith("/") else f"{root}/{p.lstrip('/')}" for p in paths]
-            properties = _commit_properties(commit_user, commit_identifier)
-            snapshot = self._snapshot(add_files(self.table, full, snapshot_properties=properties))
-        else:
-            snapshot = landed
-        fields = _snapshot_fields(snapshot)
-        return {**fields, "alreadyCommitted": landed is not None, "filesAdded": len(paths), "filesDeleted": 0}
-
-    def write_rows(
-        self,
-        rows: pa.Table | ReadRows,
-        *,
-        commit_user: str | None,
-        commit_identifier: int | None,
-        overwrite: Overwrite = None,
-        dry_run: bool = False,
-        overwrite_filter: str | None = None,
-    ) -> dict[str, Any]:
-        """Append ``rows`` once, or overwrite with them (module docstring): a function returning them is not
-        called when an earlier try's snapshot holds them. A dry run reads and checks the rows and, for an
-        overwrite, reports what it would replace (``overwrite``); it writes nothing."""
-        from airflow_lakeformat.core.iceberg.write.write import append
-        from airflow_lakeformat.core.iceberg.write.write import overwrite as overwrite_rows
-
-        started = time.monotonic()
-        replace, row_filter = iceberg_overwrite(overwrite, overwrite_filter)
-        self.check_overwrite(overwrite, overwrite_filter)
-        landed = self.find_landed(commit_user, commit_identifier)
-        if landed is not None:
-            return {**_EMPTY, **_snapshot_fields(landed), "alreadyCommitted": True}
-        data = rows() if callable(rows) else rows
-        properties = _commit_properties(commit_user, commit_identifier)
-        if not replace:
-            if dry_run:
-                return _dry_run(data, started)
-            return self._written(append(self.table, data, snapshot_properties=properties), data, started)
-        result = overwrite_rows(
-            self.table, data, row_filter=row_filter, snapshot_properties=properties, dry_run=dry_run
-        )
-        if result.snapshot_id is None:
-            nothing = (
-                _dry_run(data, started)
-                if dry_run
-                else {**_EMPTY, "snapshotId": None, "alreadyCommitted": False}
-            )
-            return {**nothing, "overwrite": result.to_json()}
-        return {**self._written(result.snapshot_id, data, started), "overwrite": result.to_json()}
-
-    def _written(self, snapshot_id: int, data: pa.Table, started: float) -> dict[str, Any]:
-        snapshot = self._snapshot(snapshot_id)
-        summary = snapshot.summary
-        return {
-            "filesWritten": _int(summary, "added-data-files"),
-            "rowsWritten": data.num_rows,
-            "bytesWritten": _int(summary, "added-files-size"),
-            "filesDeleted": _int(summary, "deleted-data-files"),
-            **_snapshot_fields(snapshot),
-            "alreadyCommitted": False,
-            "durationSeconds": round(time.monotonic() - started, 3),
-        }
-
-    def _snapshot(self, snapshot_id: int) -> Any:
-        snapshot = self.table.metadata.snapshot_by_id(snapshot_id)
-        if snapshot is None:
-            raise RegisterError(
-                self.table.name, f"snapshot {snapshot_id} just committed is not in the metadata"
-            )
-        return snapshot
-
-    def catalog_identifier(self) -> tuple[str, list[str], str] | None:
-        """(catalog, namespace, name) of a table opened from a catalog; None for one opened by its root."""
-        from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import (
-            HadoopLayoutCatalog,
-            ReadOnlyCatalog,
-        )
-
-        native = self.table.table
-        if isinstance(native.catalog, (HadoopLayoutCatalog, ReadOnlyCatalog)):
-            return None
-        *namespace, name = native.name()
-        return native.catalog.name, namespace, name
-
-
-def _commit_properties(commit_user: str | None, commit_identifier: int | None) -> dict[str, str]:
-    """The snapshot summary properties that name the commit's user and identifier (those given)."""
-    properties = {} if commit_user is None else {COMMIT_USER_PROPERTY: commit_user}
-    if commit_identifier is not None:
-        properties[COMMIT_IDENTIFIER_PROPERTY] = str(commit_identifier)
-    return properties
-
-
-def _snapshot_commit(snapshot: Any) -> tuple[str | None, str | None]:
-    """(commit user, commit identifier) recorded in a snapshot's summary, None where absent."""
-    summary = snapshot.summary
-    if summary is None:
-        return None, None
-    return summary.get(COMMIT_USER_PROPERTY), summary.get(COMMIT_IDENTIFIER_PROPERTY)
-
-
-def _int(summary: Any, key: str) -> int:
-    try:
-        return int(summary.get(key) or 0) if summary is not None else 0
-    except (TypeError, ValueError):
-        return 0
-
-
-def _snapshot_fields(snapshot: Any) -> dict[str, Any]:
-    """What a commit document says about an Iceberg snapshot: id, kind, record counts and its commit."""
-    summary = snapshot.summary
-    user, identifier = _snapshot_commit(snapshot)
-    return {
-        "snapshotId": snapshot.snapshot_id,
-        "commitKind": summary.operation.value.upper() if summary is not None else None,
-        "commitUser": user,
-        "commitIdentifier": int(identifier)
-        if identifier is not None and identifier.isdigit()
-        else identifier,
-        "deltaRecordCount": _int(summary, "added-records") - _int(summary, "deleted-records"),
-        "totalRecordCount": _int(summary, "total-records"),
-    }
