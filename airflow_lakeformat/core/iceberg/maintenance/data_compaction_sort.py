@@ -15,7 +15,8 @@ bin-pack's. Java range-shuffles the group in Spark; here one process sorts it wi
    data (64 MiB by default, ``LAKEFORMAT_SORT_RUN_BYTES``), sorted with Arrow's stable ``sort_indices`` and
    spilled to an Arrow IPC file in a private temporary directory, in batches of about ``batch_bytes``. Null
    placement per column and Spark's NaN order (greater than every number) are honoured with auxiliary key
-   columns (validity, is-NaN) ahead of each value column. A group that fits one run is sorted in memory.
+   columns (validity, is-NaN) ahead of a value column where Arrow's own placement differs. A group that fits one
+   run is sorted in memory.
 3. **Merge**: each run contributes one batch at a time. Each round takes the *cut*: the smallest, over the runs
    that still have batches on disk, of the last key loaded from that run; every loaded row at or below the cut can
    be emitted (rows still on disk are at or above their run's last loaded key). The rows at or below it are found
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 DEFAULT_RUN_BYTES = 64 * 1024 * 1024
 DEFAULT_BATCH_BYTES = 4 * 1024 * 1024
 RUN_BYTES_VARIABLE = "LAKEFORMAT_SORT_RUN_BYTES"
+_PER_KEY_NULL_PLACEMENT = int(pa.__version__.split(".")[0]) >= 25
 UNSORTED_ORDER_ID = 0  # what Java's rewrite writes as the new files' sort_order_id (run against 1.10.2)
 
 _TERM = re.compile(
@@ -200,20 +202,33 @@ def key_column(data: pa.Table, name: str) -> pa.ChunkedArray:
 
 
 def sort_indices(data: pa.Table, keys: Sequence[SortKey]) -> pa.Array:
-    """Stable sort indices of ``data`` by ``keys``, each with its own direction and null placement."""
+    """Stable sort indices of ``data`` by ``keys``, each with its own direction and null placement.
+
+    Arrow places nulls (and NaNs) at one end for every key (``null_placement``), whatever the direction; Spark
+    orders NaN above every number. So the first key's null placement is Arrow's, and only where a key differs
+    (its nulls elsewhere, or NaNs present) an auxiliary column goes before it: its validity, its is-NaN flag.
+    Key columns are combined into one chunk first (Arrow sorts one chunk much faster than many).
+    """
+    placement = "at_start" if keys[0].nulls_first else "at_end"
     columns: dict[str, Any] = {}
     order: list[tuple[str, str]] = []
     for i, key in enumerate(keys):
-        values = key_column(data, key.name)
+        values = key_column(data, key.name).combine_chunks()
         direction = "descending" if key.descending else "ascending"
-        columns[f"v{i}"] = pc.is_valid(values)
-        order.append((f"v{i}", "ascending" if key.nulls_first else "descending"))
-        if pa.types.is_floating(values.type):  # Spark: NaN is greater than every number
+        nans = pa.types.is_floating(values.type) and bool(pc.any(pc.is_nan(values)).as_py())
+        if values.null_count and (nans or key.nulls_first != (placement == "at_start")):
+            columns[f"v{i}"] = pc.is_valid(values)
+            order.append((f"v{i}", "ascending" if key.nulls_first else "descending"))
+        if nans:
             columns[f"n{i}"] = pc.fill_null(pc.is_nan(values), False)
             order.append((f"n{i}", direction))
         columns[f"k{i}"] = values
         order.append((f"k{i}", direction))
-    return pc.sort_indices(pa.table(columns), sort_keys=order)
+    if len(order) == 1:
+        return pc.array_sort_indices(columns["k0"], order=order[0][1], null_placement=placement)
+    if _PER_KEY_NULL_PLACEMENT:  # pyarrow 25 deprecated the table-wide null_placement
+        return pc.sort_indices(pa.table(columns), sort_keys=[(name, how, placement) for name, how in order])
+    return pc.sort_indices(pa.table(columns), sort_keys=order, null_placement=placement)
 
 
 def sort_table(data: pa.Table, keys: Sequence[SortKey]) -> pa.Table:
