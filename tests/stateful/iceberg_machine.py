@@ -29,11 +29,8 @@ import hashlib
 import os
 import shutil
 import tempfile
-import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -42,13 +39,11 @@ import pyarrow as pa
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
-from airflow_lakeformat.core.io import FileIO
 from airflow_lakeformat.core.tables import open_table
 from tests.stateful.iceberg_model import (
     IcebergModel,
     Ref,
     Rows,
-    Snap,
     canonical_rows,
     condition,
     decode,
@@ -60,174 +55,31 @@ from tests.stateful.iceberg_model import (
     update,
     values,
 )
+from tests.stateful.iceberg_support import (
+    KNOWN_DEFECTS,
+    NAMES,
+    OLD_SECONDS,
+    STATS,
+    Expect,
+    SimulatedCrash,
+    _count,
+    check_orphan_cleanup,
+    count_example,
+    crash_at,
+    indexes,
+    listing,
+    local_path,
+    predicates,
+    reconcile,
+    row_strategy,
+    rows_strategy,
+    skipped_defect,
+    targets,
+)
 from tests.support.java_iceberg import run_oracle
 
 FULL_READ_EVERY = 8
-# Defects found by this machine and not fixed yet; LAKEFORMAT_STATEFUL_ICEBERG_SKIP=<name,...> lets a run explore
-# past them (CI mode skips them by default; each has a focused test in test_stateful_iceberg.py):
-KNOWN_DEFECTS = {
-    # compact_data of a group holding a Java-written file and one of ours: pyarrow reads one with `string`, the
-    # other with `large_string` columns and the rolling writer refuses the second ("Table schema does not match
-    # schema used to create file", or ArrowInvalid "Schema at index 1 was different: ... large_string ...
-    # string"); untyped, nothing committed.
-    "compaction-mixed-string-types": (
-        ("Table schema does not match schema used to create file",),
-        ("Schema at index", "large_string"),
-    ),
-}
-SKIP = {s.strip() for s in os.environ.get("LAKEFORMAT_STATEFUL_ICEBERG_SKIP", "").split(",") if s.strip()}
-if SKIP - set(KNOWN_DEFECTS):
-    raise ValueError(f"LAKEFORMAT_STATEFUL_ICEBERG_SKIP: unknown {sorted(SKIP - set(KNOWN_DEFECTS))}")
-OLD_SECONDS = 10 * 86400
-NAMES = ("t1", "t2", "b1", "b2")
-STATS: dict[str, Any] = {
-    "examples": 0,
-    "steps": 0,
-    "rules": Counter(),
-    "violations": 0,
-    "failures": [],
-    "known_defects": Counter(),
-}
-_lock = threading.Lock()
-
-
-def skipped_defect(exc: BaseException) -> str | None:
-    """The name of the skipped known defect ``exc`` is, or None."""
-    for name in SKIP:
-        if any(all(part in str(exc) for part in parts) for parts in KNOWN_DEFECTS[name]):
-            with _lock:
-                STATS["known_defects"][name] += 1
-            return name
-    return None
-
-
-def _count(name: str) -> None:
-    with _lock:
-        STATS["steps"] += 1
-        STATS["rules"][name] += 1
-
-
-# -- crash injection -------------------------------------------------------------------------------------------
-
-
-class SimulatedCrash(BaseException):
-    """The process dies here: not an Exception, so no retry loop or ``except Exception`` swallows it."""
-
-
-OUR_MUTATORS = (
-    "write_bytes",
-    "write_atomic",
-    "create_exclusive",
-    "write_unsafe",
-    "delete",
-    "delete_existing",
-    "delete_objects",
-    "remove_empty_dir",
-)
-
-
-@contextlib.contextmanager
-def crash_at(k: int, after: bool) -> Iterator[dict[str, Any]]:
-    """Kill the "process" at the k-th storage mutation (before or after it takes effect): any mutator of our
-    FileIO, pyiceberg's ``PyArrowFile.create`` (data files, manifests, a SQL catalog's metadata) and
-    ``PyArrowFileIO.delete``. A create crashed "after" leaves an empty file. Every later mutation dies too."""
-    from pyiceberg.io import pyarrow as pyarrow_io
-
-    state: dict[str, Any] = {"count": 0, "dead": False, "calls": []}
-    lock = threading.Lock()
-    patched: list[tuple[Any, str, Any]] = []
-
-    def wrap(owner: Any, name: str, finish: Callable[[Any], Any] | None = None) -> None:
-        original = getattr(owner, name)
-
-        def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-            with lock:
-                state["count"] += 1
-                number, dead = state["count"], state["dead"]
-                state["calls"].append((name, str(args[0]) if args else getattr(self, "location", "")))
-                if number == k:
-                    state["dead"] = True
-            if dead:
-                raise SimulatedCrash(f"{name} after the crash")
-            if number == k:
-                if after:
-                    result = original(self, *args, **kwargs)
-                    if finish is not None:
-                        finish(result)
-                raise SimulatedCrash(f"crash at {name} #{k}")
-            return original(self, *args, **kwargs)
-
-        patched.append((owner, name, original))
-        setattr(owner, name, wrapper)
-
-    for name in OUR_MUTATORS:
-        if hasattr(FileIO, name):
-            wrap(FileIO, name)
-    wrap(pyarrow_io.PyArrowFile, "create", finish=lambda stream: stream.close())
-    wrap(pyarrow_io.PyArrowFileIO, "delete")
-    try:
-        yield state
-    finally:
-        for owner, name, original in reversed(patched):
-            setattr(owner, name, original)
-
-
-# -- storage helpers -------------------------------------------------------------------------------------------
-
-
-def listing(root: Path) -> dict[str, tuple[int, int]]:
-    out = {}
-    for directory, _dirs, files in os.walk(root):
-        for name in files:
-            full = os.path.join(directory, name)
-            info = os.stat(full)
-            out[os.path.relpath(full, root)] = (info.st_size, info.st_mtime_ns)
-    return out
-
-
-def local_path(uri: str) -> str:
-    """``file:/x``, ``file:///x`` or ``/x`` -> ``/x``."""
-    if uri.startswith("file:"):
-        uri = "/" + uri[len("file:") :].lstrip("/")
-    return os.path.normpath(uri)
-
-
-def hidden(rel: str) -> bool:
-    return any(part.startswith((".", "_")) for part in rel.split(os.sep))
-
-
-@dataclass
-class Expect:
-    """What a step may do to the refs and snapshots (see ``IcebergTableMachine._reconcile``)."""
-
-    moves: dict[str, Rows] = field(default_factory=dict)  # ref -> rows of its new head
-    may_stay: bool = False  # a moved ref may also stay where it was
-    stay_means_no_change: bool = False  # ... but only when the model expected no change of its rows
-    same_rows_chain: bool = False  # every new snapshot holds the old head's rows (maintenance)
-    operations: frozenset[str] | None = None  # the operations new snapshots may have
-    created: dict[str, Ref] = field(default_factory=dict)
-    dropped: set[str] = field(default_factory=set)
-    set_to: dict[str, int] = field(default_factory=dict)  # ref -> an existing snapshot (rollback)
-    gone: tuple[frozenset[int], ...] = (frozenset(),)  # the allowed sets of removed snapshots
-    full: bool = False
-    extra: list[str] = field(default_factory=list)  # more statements whose results the step returns
-
-
-# -- strategies ------------------------------------------------------------------------------------------------
-
-row_strategy = st.fixed_dictionaries(
-    {
-        "k": st.integers(0, 7),
-        "p": st.sampled_from([None, "a", "b", "é"]),
-        "v": st.sampled_from([None, "x", "y", "日本"]),
-    }
-)
-rows_strategy = st.lists(row_strategy, min_size=1, max_size=4)
-predicates = st.one_of(
-    st.tuples(st.just("k"), st.integers(0, 7)), st.tuples(st.just("p"), st.sampled_from([None, "a", "b"]))
-)
-targets = st.sampled_from(["main", "b1", "b2"])
-indexes = st.integers(0, 10_000)
+__all__ = ["KNOWN_DEFECTS", "STATS", "IcebergTableMachine"]
 
 
 class IcebergTableMachine(RuleBasedStateMachine):
@@ -242,8 +94,7 @@ class IcebergTableMachine(RuleBasedStateMachine):
         self.planted: dict[str, str] = {}  # path relative to the table root -> "old" | "fresh"
         self.identifier = 0
         self.steps = 0
-        with _lock:
-            STATS["examples"] += 1
+        count_example()
 
     def teardown(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -364,7 +215,7 @@ class IcebergTableMachine(RuleBasedStateMachine):
             r["name"]: Ref(r["type"], r["snapshot_id"], r["min_snapshots_to_keep"]) for r in results[base]
         }
         java_snaps = {s["snapshot_id"]: s for s in results[base + 1]}
-        self._reconcile(expect, java_refs, java_snaps)
+        reconcile(m, expect, java_refs, java_snaps)
         by_ref: dict[str, list[dict[str, Any]]] = {}
         for row in results[base + 2]:
             by_ref.setdefault(row.pop("ref"), []).append(row)
@@ -377,72 +228,6 @@ class IcebergTableMachine(RuleBasedStateMachine):
             got = canonical_rows(by_ref.get(str(snapshot_id), []))
             assert got == want, describe_rows_difference(f"snapshot {snapshot_id}", got, want or ())
         return results[base + 3 :]
-
-    def _reconcile(self, expect: Expect, java_refs: dict[str, Ref], java_snaps: dict[int, Any]) -> None:
-        """Check the refs and snapshots Java sees against ``expect``; teach the model the new snapshots."""
-        m = self.m
-        gone = frozenset(set(m.snapshots) - set(java_snaps))
-        assert gone in expect.gone, f"snapshots removed: {sorted(gone)}; expected one of {list(expect.gone)}"
-        m.expire(gone)
-        wanted_names = (set(m.refs) - expect.dropped) | set(expect.created)
-        assert set(java_refs) == wanted_names, f"refs: Java {sorted(java_refs)}, model {sorted(wanted_names)}"
-        new_ids = set(java_snaps) - set(m.snapshots)
-        assigned: set[int] = set()
-        for name, ref in sorted(java_refs.items()):
-            old = m.refs.get(name)
-            if name in expect.moves:
-                before = None if old is None else old.snapshot_id
-                if ref.snapshot_id == before:
-                    assert expect.may_stay, f"{name} did not move from {before}"
-                    assert old is not None
-                    rows = m.snapshots[before].rows
-                    assert rows == expect.moves[name] or not expect.stay_means_no_change, (
-                        f"{name}: no new snapshot, but the model expected a change of its rows"
-                    )
-                    m.refs[name] = Ref(ref.kind, ref.snapshot_id, ref.min_snapshots_to_keep)
-                    continue
-                chain = self._new_chain(ref.snapshot_id, before, java_snaps, new_ids)
-                old_rows = m.snapshots[before].rows if before is not None else None
-                for position, snapshot_id in enumerate(chain):
-                    snap = java_snaps[snapshot_id]
-                    if expect.operations is not None:
-                        assert snap["operation"] in expect.operations, f"{name}: new snapshot {snap}"
-                    rows = expect.moves[name] if position == 0 or expect.same_rows_chain else None
-                    m.snapshots[snapshot_id] = Snap(snap["parent_id"], snap["ts"], rows, snap["operation"])
-                    assigned.add(snapshot_id)
-                if expect.same_rows_chain:
-                    assert expect.moves[name] == old_rows
-            elif name in expect.set_to:
-                assert ref.snapshot_id == expect.set_to[name], f"{name}: {ref.snapshot_id} != {expect.set_to}"
-            elif name in expect.created:
-                want = expect.created[name]
-                assert (ref.kind, ref.snapshot_id) == (want.kind, want.snapshot_id), (
-                    f"{name}: {ref} != {want}"
-                )
-            else:
-                assert old is not None and (ref.kind, ref.snapshot_id) == (old.kind, old.snapshot_id), (
-                    f"ref {name} changed: {old} -> {ref}"
-                )
-            m.refs[name] = Ref(ref.kind, ref.snapshot_id, ref.min_snapshots_to_keep)
-        for name in expect.dropped:
-            m.refs.pop(name, None)
-        stray = new_ids - assigned
-        assert not stray, f"snapshots no ref reached: {[java_snaps[i] for i in sorted(stray)]}"
-
-    def _new_chain(
-        self, head: int, before: int | None, java_snaps: dict[int, Any], new_ids: set[int]
-    ) -> list[int]:
-        """The new snapshots from ``head`` back to ``before`` (exclusive); each must be new, the last must
-        have ``before`` as its parent."""
-        chain: list[int] = []
-        current: int | None = head
-        while current != before:
-            assert current in new_ids and current not in chain, (
-                f"new head {head} does not descend from {before} through new snapshots (at {current})"
-            )
-            chain.append(current)
-            current = java_snaps[current]["parent_id"]
-        return chain
 
     # -- Java writes -------------------------------------------------------------------------------------------
 
@@ -714,9 +499,6 @@ class IcebergTableMachine(RuleBasedStateMachine):
         self.planted = dict.fromkeys(self.planted, "old")
         self._step([], Expect())
 
-    def _java_valid(self, results: list[Any]) -> set[str]:
-        return {local_path(next(iter(row.values()))) for rows in results for row in rows}
-
     @rule(dry_run=st.booleans())
     def our_remove_orphan_files(self, dry_run: bool) -> None:
         _count("our_remove_orphan_files")
@@ -735,29 +517,9 @@ class IcebergTableMachine(RuleBasedStateMachine):
             f"SELECT manifest_list FROM {t}.snapshots",
             f"SELECT file FROM {t}.metadata_log_entries",
         ]
-        valid = self._java_valid(self._step([], Expect(full=True, extra=extra)))
-        after = listing(self.root)
-        if dry_run:
-            assert before == after, "orphan cleanup dry run changed files"
-            return
-        missing = sorted(p for p in valid if not os.path.exists(p))
-        assert not missing, f"orphan cleanup deleted files Java's metadata reaches: {missing}"
-        for rel, age in list(self.planted.items()):
-            if age == "old":
-                assert rel not in after, f"planted old orphan {rel} survived"
-                del self.planted[rel]
-            else:
-                assert rel in after, f"planted fresh orphan {rel} was deleted"
-        left = [
-            rel
-            for rel, (_size, mtime) in before.items()
-            if rel in after
-            and mtime < cutoff_ns
-            and not hidden(rel)
-            and os.path.basename(rel) != "version-hint.text"
-            and str(self.root / rel) not in valid
-        ]
-        assert not left, f"old files no metadata reaches survived orphan cleanup: {left}"
+        results = self._step([], Expect(full=True, extra=extra))
+        valid = {local_path(next(iter(row.values()))) for rows in results for row in rows}
+        check_orphan_cleanup(self.root, self.planted, before, listing(self.root), valid, cutoff_ns, dry_run)
 
     # -- crashes ----------------------------------------------------------------------------------------------
 

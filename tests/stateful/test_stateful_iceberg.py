@@ -21,8 +21,19 @@ from hypothesis import HealthCheck, Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from airflow_lakeformat.core.tables import open_table
-from tests.stateful import iceberg_machine
+from tests.stateful import iceberg_support
 from tests.stateful.iceberg_machine import KNOWN_DEFECTS, STATS, IcebergTableMachine
+from tests.stateful.iceberg_model import (
+    IcebergModel,
+    Ref,
+    Snap,
+    canonical_rows,
+    decode,
+    delete,
+    merge,
+    overwrite,
+    update,
+)
 from tests.support.java_iceberg import run_oracle
 
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
@@ -92,7 +103,7 @@ def test_stateful_iceberg_machine(request: pytest.FixtureRequest, monkeypatch: p
     Known defects (each pinned by a focused test below) are skipped unless LAKEFORMAT_STATEFUL_ICEBERG_SKIP says
     otherwise (an empty value skips none)."""
     if "LAKEFORMAT_STATEFUL_ICEBERG_SKIP" not in os.environ:
-        monkeypatch.setattr(iceberg_machine, "SKIP", set(KNOWN_DEFECTS))
+        monkeypatch.setattr(iceberg_support, "SKIP", set(KNOWN_DEFECTS))
     examples = int(os.environ.get("LAKEFORMAT_STATEFUL_ICEBERG_EXAMPLES", "0"))
     if not examples:
         _ci_rounds(float(os.environ.get("LAKEFORMAT_STATEFUL_ICEBERG_BUDGET_S", CI_BUDGET_S)))
@@ -121,13 +132,13 @@ def test_stateful_iceberg_machine(request: pytest.FixtureRequest, monkeypatch: p
     assert not failures, "\n\n".join(failures)
 
 
-# -- focused tests of the defects the machine found (KNOWN_DEFECTS in iceberg_machine.py) ------------------------
+# -- focused tests of the defects the machine found (KNOWN_DEFECTS in iceberg_support.py) ------------------------
 
 
 @pytest.mark.xfail(
     strict=True,
     raises=ValueError,
-    reason="known defect compaction-mixed-string-types (iceberg_machine.KNOWN_DEFECTS): not fixed yet",
+    reason="known defect compaction-mixed-string-types (iceberg_support.KNOWN_DEFECTS): not fixed yet",
 )
 def test_compaction_of_a_java_file_and_one_of_ours_in_one_group(tmp_path: Path) -> None:
     """Found by the machine (seed 2 of run_iceberg_machine.py --seed 1): Java inserts a row, we append one to the
@@ -152,3 +163,54 @@ def test_compaction_of_a_java_file_and_one_of_ours_in_one_group(tmp_path: Path) 
     assert (result.files_rewritten, result.files_added) == (2, 1), result
     read = run_oracle("sql", "--statement", "SELECT k, p, v FROM hc.db.t ORDER BY k", warehouse=warehouse)
     assert read == [[{"k": 1, "p": "a", "v": "x"}, {"k": 2, "p": "a", "v": "y"}]]
+
+
+# -- the model's rules on hand-made tables (no Java) ---------------------------------------------------------------
+
+
+def test_model_expiry_follows_javas_remove_snapshots() -> None:
+    """main 1<-2<-3<-4, branch b (keep 2) at 5 on 2, tag on 2, 6 a rolled-back head on 3, 7 an old orphan: with
+    older_than 35 and retain_last 1, main keeps 4 only (3 is older and the count is met), b keeps 5 and 2, the tag
+    keeps 2, 6 is new enough, 7 is not; 1 and 3 are branch ancestors, so the unreferenced rule does not keep them."""
+    model = IcebergModel(partitioned=False)
+    for snapshot_id, parent, stamp in [
+        (1, None, 10),
+        (2, 1, 20),
+        (3, 2, 30),
+        (4, 3, 40),
+        (5, 2, 50),
+        (6, 3, 60),
+        (7, None, 5),
+    ]:
+        model.snapshots[snapshot_id] = Snap(parent, stamp, ())
+    model.refs = {"main": Ref("BRANCH", 4), "b": Ref("BRANCH", 5, 2), "t": Ref("TAG", 2)}
+    assert model.expected_expiry(35, 1) == {1, 3, 7}
+    assert model.expected_expiry(30, 1) == {1, 7}  # the boundary: a snapshot at older_than is kept
+    assert model.expected_expiry(100, 3) == {
+        1,
+        6,
+        7,
+    }  # main keeps 4, 3, 2; b keeps 5, 2 (its own 2 wins over 3)
+
+
+def test_model_sql_semantics() -> None:
+    rows = canonical_rows(
+        [{"k": 1, "p": None, "v": "x"}, {"k": 2, "p": "a", "v": None}, {"k": 3, "p": "b", "v": "y"}]
+    )
+    assert decode(delete(rows, ("p", "a"))) == [{"k": 1, "p": None, "v": "x"}, {"k": 3, "p": "b", "v": "y"}]
+    assert len(delete(rows, ("p", None))) == 2  # IS NULL
+    assert update(rows, ("v", None), "p", "z") == update(rows, ("k", 2), "p", "z")
+    merged = decode(merge(rows, [{"k": 2, "p": "q", "v": "m"}, {"k": 9, "p": None, "v": None}], "update"))
+    assert (
+        {"k": 2, "p": "a", "v": "m"} in merged
+        and {"k": 9, "p": None, "v": None} in merged
+        and len(merged) == 4
+    )
+    assert len(merge(rows, [{"k": 1, "p": None, "v": None}], "delete")) == 2
+    new = [{"k": 5, "p": None, "v": None}]
+    assert decode(overwrite(rows, new, "dynamic", True)) == sorted(
+        [{"k": 2, "p": "a", "v": None}, {"k": 3, "p": "b", "v": "y"}, {"k": 5, "p": None, "v": None}],
+        key=lambda r: canonical_rows([r]),
+    )
+    assert decode(overwrite(rows, new, "dynamic", False)) == new
+    assert len(overwrite(rows, [{"k": 5, "p": "a", "v": None}], "static", True, "a")) == 3
