@@ -135,17 +135,13 @@ def test_stateful_iceberg_machine(request: pytest.FixtureRequest, monkeypatch: p
 # -- focused tests of the defects the machine found (KNOWN_DEFECTS in iceberg_support.py) ------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="known defect compaction-mixed-string-types (iceberg_support.KNOWN_DEFECTS): not fixed yet",
-)
 def test_compaction_of_a_java_file_and_one_of_ours_in_one_group(tmp_path: Path) -> None:
     """Found by the machine (seed 2 of run_iceberg_machine.py --seed 1): Java inserts a row, we append one to the
     same partition, and ``compact_data(rewrite-all)`` must rewrite both files into one, Java reading both rows.
-    It fails: pyarrow reads Java's file with ``string`` and ours with ``large_string`` columns, and the rolling
-    writer (core/iceberg/maintenance/data_compaction_rewrite.py) refuses the second batch with an untyped
-    ValueError ("Table schema does not match schema used to create file"); nothing is committed."""
+    It failed (fixed): pyarrow reads Java's file with ``string`` and ours with ``large_string`` columns, and the
+    rolling writer (core/iceberg/maintenance/data_compaction_rewrite.py) refused the second batch with an untyped
+    ValueError ("Table schema does not match schema used to create file"); it now casts every batch to the first
+    one's Arrow types."""
     warehouse = tmp_path / "warehouse"
     run_oracle(
         "sql",

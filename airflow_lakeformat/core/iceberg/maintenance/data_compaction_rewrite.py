@@ -178,6 +178,7 @@ class _RollingWriter:
         self._output: Any = None
         self._input_bytes = 0.0
         self._buffer: list[pa.RecordBatch] = []
+        self._arrow_schema: pa.Schema | None = None
         self._buffered_bytes = 0
         self.written: list[DataFile] = []
         self.locations: list[str] = []
@@ -195,6 +196,12 @@ class _RollingWriter:
         converted = _to_requested_schema(
             self._schema, self._schema, batch, include_field_ids=True, format_model=self._model
         )
+        # pyarrow reads one file's strings as string and another's as large_string (a Java file and one of ours):
+        # every batch takes the first one's Arrow types, or the Parquet writer refuses the second
+        if self._arrow_schema is None:
+            self._arrow_schema = converted.schema
+        elif not converted.schema.equals(self._arrow_schema):
+            converted = converted.cast(self._arrow_schema)
         self._buffer.append(converted)
         self._buffered_bytes += converted.nbytes
         if self._buffered_bytes >= ROW_GROUP_BUFFER_BYTES:
