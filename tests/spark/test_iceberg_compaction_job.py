@@ -8,7 +8,8 @@ removed files and added files' record counts and sequence numbers. A group that 
 with the typed error naming the file, commits nothing, and leaves no file behind. The sort strategy goes through
 the job as through the facade.
 
-The job runs in this process (``main``) on one ``local[2]`` session shared by the module, which the job leaves
+Each kind of table is built once per module and restored at its path before each use. The job runs in this
+process (``main``) on one ``local[2]`` session shared by the module, which the job leaves
 running (it stops only a session it started); ``spark-submit`` itself is exercised by the operator's test
 (``tests/airflow/test_iceberg_operators.py``) and the Paimon job's tests.
 """
@@ -73,6 +74,29 @@ def spark() -> Iterator[Any]:
             session.stop()
 
 
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """Per kind, the directory a table was built in and its pristine copy (built once, on first use)."""
+    return {}
+
+
+@pytest.fixture
+def fresh(built: dict[str, tuple[Path, Path]], tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """``fresh(kind)``: the table's directory, restored to the pristine table at the path it was built at."""
+
+    def restored(kind: str) -> tuple[Path, Path]:
+        if kind not in built:
+            base = tmp_path_factory.mktemp(f"iceberg-{kind}")
+            build(base / "table", kind)
+            shutil.copytree(base / "table", base / "pristine")
+            built[kind] = (base / "table", base / "pristine")
+        directory, pristine = built[kind]
+        restore(pristine, directory)
+        return directory, pristine
+
+    return restored
+
+
 def table_args(directory: Path, kind: str) -> tuple[str, list[str]]:
     """The job's ``--table`` and the CLI's table arguments."""
     if kind == "hadoop":
@@ -93,11 +117,9 @@ def run_job(argv: list[str], result: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("kind", ["hadoop", "sql"])
 def test_in_process_cli_and_spark_job_leave_the_same_table(
-    kind: str, tmp_path: Path, spark: Any, monkeypatch: pytest.MonkeyPatch
+    kind: str, tmp_path: Path, spark: Any, fresh: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    directory, pristine = tmp_path / "table", tmp_path / "pristine"
-    build(directory, kind)
-    shutil.copytree(directory, pristine)
+    directory, pristine = fresh(kind)
     job_table, cli_table = table_args(directory, kind)
     if kind == "sql":
         catalog = {"name": "test", "properties": catalog_properties(directory)}
@@ -145,10 +167,10 @@ def test_in_process_cli_and_spark_job_leave_the_same_table(
 
 
 def test_a_group_failing_on_an_executor_fails_the_job_typed_and_leaves_no_file(
-    tmp_path: Path, spark: Any, capsys: pytest.CaptureFixture[str]
+    spark: Any, fresh: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    directory = tmp_path / "table"
-    table = build(directory, "hadoop")
+    directory, _ = fresh("hadoop")
+    table = open_built(directory, "hadoop")
     root = str(directory / "t")
     plan = plan_data_compaction(table, {"min-input-files": "2"})
     group_a = next(g for g in plan.groups if g.partition == ("a",))
@@ -171,10 +193,8 @@ def test_a_group_failing_on_an_executor_fails_the_job_typed_and_leaves_no_file(
     assert parquet_files(directory) == before
 
 
-def test_sort_compaction_through_the_job_sorts_as_in_process(tmp_path: Path, spark: Any) -> None:
-    directory, pristine = tmp_path / "table", tmp_path / "pristine"
-    build(directory, "hadoop")
-    shutil.copytree(directory, pristine)
+def test_sort_compaction_through_the_job_sorts_as_in_process(tmp_path: Path, spark: Any, fresh: Any) -> None:
+    directory, pristine = fresh("hadoop")
     root = str(directory / "t")
     local = open_table(root).maintenance.compact_data(options=OPTIONS, sort_order="id DESC").to_json()
     local_table = outcome(open_built(directory, "hadoop"), local)
