@@ -136,7 +136,8 @@ def rewrite_partition(
 
 
 class SparkRewriter:
-    """The core's ``GroupRewriter`` on Spark: one task per group (up to the cluster's slots), results in order."""
+    """The core's ``GroupRewriter`` on Spark: one Spark job per batch, one task per group (at most four per core;
+    ``--parallelism`` sets the number), the results back in the groups' order."""
 
     def __init__(self, context: JobContext, options: Mapping[str, Any]) -> None:
         self.context = context
