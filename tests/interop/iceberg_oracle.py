@@ -96,6 +96,15 @@ Commands:
         for P(go). With --pause-every M: after every M commits (not after the last), writer W writes
         D/paused-W-R (R = 1, 2, ... the round just finished) and waits for D/resume-R.
         Prints {"writers": {ID: {"commits", "exhausted", "error", "seconds"}}}.
+    row-loop --table T --writer ID [--writer ID ...] --count N [--rows-per-commit K] [--ready-file P --go-file P]
+             [--pause-every M --pause-dir D] [--trigger-dir D]
+        One JVM thread per writer inserting, deleting and updating rows (writer, seq, k, v) on a schedule, each
+        delete/update committed as Spark's merge-on-read DELETE/UPDATE commits it (a row delta with a
+        file-scoped position delete, validated from the snapshot the row was located at), every commit tagged
+        lakeformat.writer / lakeformat.seq / lakeformat.op / lakeformat.target; ready/go and the barrier as for
+        append-loop; with --trigger-dir, deletes on demand of a row in given files (``iceberg_oracle_row_loop.py``
+        has the schedule, the commit and the protocol). Prints {"writers": {ID: {"commits", "revalidated",
+        "exhausted", "error", "seconds", "ops"}}, "triggered": [...]}.
     time-call --procedure NAME --table T [--args JSON]
         ``call`` timed inside the session: {"rows", "seconds", "session_seconds"}.
     wait-file --path P [--timeout S] [--signal Q]
@@ -1274,6 +1283,14 @@ def _add_extra_commands(commands: Any, parent: argparse.ArgumentParser) -> None:
     loop.add_argument("--go-file", type=Path)
     loop.add_argument("--pause-every", type=int, default=0)
     loop.add_argument("--pause-dir", type=Path)
+    rows = commands.add_parser("row-loop", parents=[parent])
+    rows.add_argument("--table", required=True)
+    rows.add_argument("--writer", action="append", required=True)
+    rows.add_argument("--count", type=int, required=True)
+    rows.add_argument("--rows-per-commit", type=int, default=3)
+    for name in ("--ready-file", "--go-file", "--pause-dir", "--trigger-dir"):
+        rows.add_argument(name, type=Path)
+    rows.add_argument("--pause-every", type=int, default=0)
     timed = commands.add_parser("time-call", parents=[parent])
     timed.add_argument("--procedure", required=True)
     timed.add_argument("--table", required=True)
@@ -1295,7 +1312,7 @@ def _add_extra_commands(commands: Any, parent: argparse.ArgumentParser) -> None:
 
 EXTRA_COMMANDS = (
     "load-metadata", "manifest-list", "merge-append", "append-loop", "time-call", "wait-file", "scan-tasks",
-    "add-equality-deletes",
+    "add-equality-deletes", "row-loop",
 )  # fmt: skip
 
 
@@ -1368,6 +1385,14 @@ def _run_extra(o: Oracle, args: argparse.Namespace) -> Any:
             o, identifier, args.writer, args.count, args.rows_per_commit, args.interval_ms,
             args.ready_file, args.go_file, args.pause_every, args.pause_dir,
         )  # fmt: skip
+    if args.command == "row-loop":
+        from iceberg_oracle_row_loop import row_loop  # beside this script (its directory is on sys.path)
+
+        options = {
+            "rows_per_commit": args.rows_per_commit, "ready_file": args.ready_file, "go_file": args.go_file,
+            "pause_every": args.pause_every, "pause_dir": args.pause_dir, "trigger_dir": args.trigger_dir,
+        }  # fmt: skip
+        return row_loop(o, identifier, args.writer, args.count, options)
     if args.command == "time-call":
         return timed_call(o, identifier, args.procedure, json.loads(args.args))
     if args.command == "add-equality-deletes":
