@@ -197,6 +197,7 @@ class IcebergTableMachine(RuleBasedStateMachine):
     def _step(self, statements: list[str], expect: Expect) -> list[Any]:
         """Run ``statements`` (Java's write, if any) and Java's reads in one request; compare with the model."""
         self.steps += 1
+        STATS["checked"] += 1
         m, t = self.m, self.table_name
         refs_after = (set(m.refs) - expect.dropped) | set(expect.created)
         full = expect.full or self.steps % FULL_READ_EVERY == 0

@@ -55,11 +55,13 @@ def main() -> int:
             outcome = f"VIOLATION (seed {seed})\n{describe(exc)}"
         print(
             f"{datetime.now(UTC):%H:%M:%S} round {number} seed {seed}: {outcome}; total {STATS['examples']} examples, "
-            f"{STATS['steps']} steps, {STATS['violations']} violation(s), {time.monotonic() - started:.0f} s",
+            f"{STATS['steps']} steps ({STATS['checked']} Java-checked), {STATS['violations']} violation(s), "
+            f"{time.monotonic() - started:.0f} s",
             flush=True,
         )
     print(
-        f"done: {STATS['examples']} examples, {STATS['steps']} steps, {STATS['violations']} violation(s), "
+        f"done: {STATS['examples']} examples, {STATS['steps']} steps ({STATS['checked']} Java-checked), "
+        f"{STATS['violations']} violation(s), known defects skipped {dict(STATS['known_defects'])}, "
         f"{time.monotonic() - started:.0f} s; per rule {dict(sorted(STATS['rules'].items()))}",
         flush=True,
     )
