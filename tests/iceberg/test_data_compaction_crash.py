@@ -31,6 +31,10 @@ For each point, on its own copy of one table (2 partitions x 3 small files, a po
   when the commit landed), never a live one: Java then reads every snapshot of the table.
 
 Both a SQL-catalog table (the JDBC catalog Java shares) and a Hadoop-layout table (single writer, so safe).
+
+**A corrupt input file** (a truncated Parquet file, a missing one) in the second group of a run: a typed error
+naming that file (``CorruptMetadataError`` / ``MissingMetadataError``, CLI exit 4), nothing committed (no
+metadata file added), and the files the first group had written removed.
 """
 
 from __future__ import annotations
@@ -50,16 +54,16 @@ import pyarrow.parquet as pq
 import pytest
 from pyiceberg.manifest import DataFileContent
 
+from airflow_lakeformat.core.errors import CorruptMetadataError, MissingMetadataError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
 from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.helpers import commit_delete_files, data_file, write_parquet
 from tests.support.java_iceberg import JDBC_CATALOG, run_oracle, run_oracle_batch
 from tests.unit.test_cli import run
-
-pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 # Every step on the Hadoop layout but the first of the two files written (the SQL table takes that one); on the
 # SQL catalog, the steps where a catalog differs from the Hadoop layout.
@@ -326,6 +330,8 @@ def _referenced(table: IcebergTable) -> set[str]:
     return {_local(p) for p in paths}
 
 
+@pytest.mark.interop
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["hadoop", "sql"])
 def test_a_killed_compaction_converges_and_leaves_only_orphans(
     zygote: _Zygote, tmp_path: Path, layout: str
@@ -360,3 +366,30 @@ def test_a_killed_compaction_converges_and_leaves_only_orphans(
         assert sorted((f["content"], f["partition"]["cat"], f["record_count"]) for f in files) == [
             (c, p[0], n) for c, p, n in clean
         ], name
+
+
+@pytest.mark.parametrize("damage", ["truncated", "missing"])
+def test_a_corrupt_input_file_fails_typed_naming_it_and_leaves_nothing(tmp_path: Path, damage: str) -> None:
+    tables = _Tables(tmp_path, [])
+    table, target, root = tables.make("hadoop", "t")
+    plan = _cli("compact-data", *target, "--min-input-files", "2", "--dry-run")
+    assert len(plan["groups"]) == 2
+    victim = _local(plan["groups"][-1]["paths"][1])  # in the group rewritten last: the first one is written
+    if damage == "truncated":
+        data = Path(victim).read_bytes()
+        Path(victim).write_bytes(data[: len(data) // 2])
+    else:
+        Path(victim).unlink()
+    before = _listing(root)
+    head = table.snapshot(ref="main")
+
+    code, out, err = run("compact-data", *target, "--min-input-files", "2", "--json")
+    assert code == 4, (code, out, err)
+    assert victim in err, err
+    kind = MissingMetadataError if damage == "missing" else CorruptMetadataError
+    with pytest.raises(kind) as caught:
+        compact_data(open_path_table(str(root)), {"min-input-files": "2"})
+    assert victim in str(caught.value)
+    assert _listing(root) == before, "the failed runs left files behind"
+    table.refresh()
+    assert table.snapshot(ref="main") == head
