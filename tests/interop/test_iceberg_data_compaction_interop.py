@@ -3,8 +3,8 @@
 For each table of the oracle's foundation set, restored to pristine at the same path: after ``compact_data`` Java
 reads exactly the rows it read before (deleted rows stay deleted, none lost, none duplicated) and Java's ``files``
 table lists our new files with record counts that add up to those rows; the current snapshot holds fewer data
-files; a table whose group spans an older partition spec is refused typed and left exactly as it was (no file
-added, none removed). One oracle request reads everything after the runs.
+files (groups of older partition specs, rewritten into the current spec: ``test_iceberg_repartition_interop.py``).
+One oracle request reads everything after the runs.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_catalog_table, open_path_table
 from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import hadoop_checksum
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
@@ -96,17 +95,6 @@ def test_java_reads_the_same_rows_after_our_compaction(
 def _hint_and_checksum(w: JavaIcebergWarehouse, name: str) -> tuple[bytes, bytes]:
     metadata = Path(w.tables[name]["path"]) / "metadata"
     return (metadata / "version-hint.text").read_bytes(), (metadata / ".version-hint.text.crc").read_bytes()
-
-
-def test_a_group_of_an_older_spec_is_refused_and_the_table_left_as_it_was(
-    fresh_java_iceberg_warehouse: JavaIcebergWarehouse,
-) -> None:
-    w = fresh_java_iceberg_warehouse
-    before = w.listing()
-    table = _open(w, "partition_evolution")
-    with pytest.raises(UnsupportedFormatError, match="older partition spec"):
-        compact_data(table, {"rewrite-all": "true"})
-    assert w.listing() == before
 
 
 @pytest.mark.parametrize("name", ["v2_mor", "many_commits"])

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat import open_table
-from airflow_lakeformat.core.errors import TableNotFoundError, UnsupportedFormatError, UsageError
+from airflow_lakeformat.core.errors import TableNotFoundError, UsageError
 from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 
@@ -71,7 +71,7 @@ def test_orphans_through_the_facade_default_to_a_dry_run(sample_tables: Path) ->
 
 def test_iceberg_tables_open_and_refuse_what_is_not_built_yet(tmp_path: Path) -> None:
     """Maintenance of an Iceberg table through the facade: dry runs change nothing, and a data compaction whose
-    groups hold files of older partition specs (this table has three specs) is refused before anything lands."""
+    groups hold files of older partition specs (this table has three specs) writes them in the current spec."""
     from tests.iceberg.scenarios import build
 
     build("hadoop", 2, tmp_path)
@@ -86,14 +86,17 @@ def test_iceberg_tables_open_and_refuse_what_is_not_built_yet(tmp_path: Path) ->
     before = files_under(tmp_path / "t")
     planned = table.maintenance.compact_data(dry_run=True, options={"rewrite-all": "true"})
     assert planned.to_json()["dryRun"] is True and planned.to_json()["filesToRewrite"] > 0
-    with pytest.raises(UnsupportedFormatError, match="older partition spec"):
-        table.maintenance.compact_data(options={"rewrite-all": "true"})
     expiry = table.maintenance.expire_snapshots(older_than=timedelta(0), retain_min=1)  # a dry run by default
     assert expiry.to_json()["format"] == "iceberg" and expiry.to_json()["dryRun"] is True
     assert expiry.to_json()["snapshotsExpired"] and "would expire" in expiry.summary()
     orphans = table.maintenance.remove_orphan_files()  # implemented: a dry run by default
     assert orphans.to_json()["format"] == "iceberg" and orphans.to_json()["dryRun"] is True
     assert files_under(tmp_path / "t") == before
+    done = table.maintenance.compact_data(options={"rewrite-all": "true"})  # older specs re-partitioned
+    native = table.native
+    assert done.to_json()["dryRun"] is False and native.refresh().metadata.current_snapshot_id is not None
+    live = native.table.inspect.files().to_pylist()
+    assert {f["spec_id"] for f in live if f["content"] == 0} == {native.metadata.default_spec_id}
 
 
 def test_nothing_there_is_a_typed_error(tmp_path: Path) -> None:

@@ -272,9 +272,9 @@ def rewrite_group(
     """
     current = table.metadata.default_spec_id
     if any(c.spec_id != current for c in group.files) and table.metadata.spec().fields:
-        raise UnsupportedFormatError(
-            table.name, "rewriting files of an older partition spec into the current one is not supported yet"
-        )
+        from airflow_lakeformat.core.iceberg.maintenance import data_compaction_repartition as repartition
+
+        return repartition.rewrite_repartitioned(table, group, files)  # into the current spec, as Java writes
     equality = {
         d.path: equality_delete_keys(table, files[d.path])
         for c in group.files
