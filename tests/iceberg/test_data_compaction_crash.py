@@ -144,6 +144,7 @@ for line in sys.stdin:
             with open(request["log"], "w") as log:
                 os.dup2(log.fileno(), 1)
                 os.dup2(log.fileno(), 2)
+                os.environ.update(request.get("env", {}))
                 name, _, nth = request["point"].partition(":")
                 install(name, int(nth or 1))
                 code = cli.main(request["argv"])
@@ -168,9 +169,13 @@ class _Zygote:
             [sys.executable, "-c", ZYGOTE], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
         )
 
-    def crash(self, point: str, argv: list[str], log: Path) -> dict[str, Any]:
+    def crash(
+        self, point: str, argv: list[str], log: Path, env: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        """Run the CLI with ``argv`` in a child that dies at ``point`` (``name[:nth]``); its exit or signal."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        self.process.stdin.write(json.dumps({"point": point, "argv": argv, "log": str(log)}) + "\n")
+        request = {"point": point, "argv": argv, "log": str(log), "env": env or {}}
+        self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         answer: dict[str, Any] = json.loads(self.process.stdout.readline())
         return answer

@@ -1,4 +1,5 @@
-"""Iceberg data compaction on SeaweedFS S3 as on local disk: the same plan, the same rows, nothing left over.
+"""Iceberg data compaction on SeaweedFS S3 as on local disk: the same plan, the same rows, nothing left over;
+a truncated input file fails typed and leaves nothing; a run killed before its commit converges.
 
 The compose stack runs the Iceberg maintenance DAG's compact_data on S3; this is the same operation in-process
 against the shared SeaweedFS server, with the deletes applied and a refused run leaving no object behind.
@@ -7,6 +8,10 @@ against the shared SeaweedFS server, with the deletes applied and a refused run 
 from __future__ import annotations
 
 import datetime
+import json
+import time
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -15,14 +20,18 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
 from pyiceberg.typedef import Record
 
+from airflow_lakeformat.core.errors import CorruptMetadataError
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
+from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.helpers import commit_delete_files
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
+from tests.iceberg.test_data_compaction_crash import _Zygote
 from tests.support.seaweedfs import SeaweedFSServer
+from tests.unit.test_cli import run
 
 pytestmark = pytest.mark.s3
 DAY = datetime.date(2024, 1, 1)
@@ -75,3 +84,102 @@ def test_compaction_on_s3_keeps_every_live_row(
     assert sorted(data.to_pylist()) == [0, 1, 2, 4, 5]
     # an unpartitioned table's new file lies straight under data/ (S3 refuses an empty path component)
     assert "//" not in live[0].path.removeprefix("s3://")
+
+
+def _cli_options(server: SeaweedFSServer) -> list[str]:
+    return [
+        "--storage-option", f"key={server.access_key}", "--storage-option", f"secret={server.secret_key}",
+        "--storage-option", f"endpoint_url={server.endpoint_url}",
+        "--storage-option", f"client_kwargs.region_name={server.region}",
+    ]  # fmt: skip
+
+
+def _small_files_table(server: SeaweedFSServer, root: str) -> IcebergTable:
+    """2 partitions x 2 appends of 2 rows, on S3 in the Hadoop layout."""
+    options = server.storage_options()
+    HadoopLayoutCatalog(storage_options=options).create_table(
+        root, schema=SCHEMA, partition_spec=SPEC, properties={"format-version": "2"}
+    )
+    table = open_path_table(root, options)
+    for first in (0, 2):
+        for cat in ("a", "b"):
+            write.append(table, rows([first, first + 1], cat, DAY))
+    table.refresh()
+    return table
+
+
+def _objects(server: SeaweedFSServer, root: str) -> set[str]:
+    return {f"s3://{key}" for key in server.fs().find(root.removeprefix("s3://"))}
+
+
+def _cli_json(*argv: str) -> dict[str, Any]:
+    code, out, err = run(*argv, "--json")
+    assert code == 0, f"lakeformat {' '.join(argv)}: exit {code}\n{err}"
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def test_a_truncated_input_file_on_s3_fails_typed_and_leaves_nothing(
+    seaweedfs: SeaweedFSServer, s3_bucket: str
+) -> None:
+    root = f"{s3_bucket}/warehouse/corrupt"
+    table = _small_files_table(seaweedfs, root)
+    plan = compact_data(table, {"min-input-files": "2"}, dry_run=True).plan
+    victim = plan.groups[-1].files[1].path  # in the group rewritten last: the first group's file is written
+    fs = seaweedfs.fs()
+    data = fs.cat_file(victim.removeprefix("s3://"))
+    fs.pipe_file(victim.removeprefix("s3://"), data[: len(data) // 2])
+    before, head = _objects(seaweedfs, root), table.metadata.current_snapshot_id
+
+    with pytest.raises(CorruptMetadataError) as caught:
+        compact_data(open_path_table(root, seaweedfs.storage_options()), {"min-input-files": "2"})
+    assert victim in str(caught.value)
+    assert _objects(seaweedfs, root) == before, "the failed run left objects behind"
+    assert open_path_table(root, seaweedfs.storage_options()).metadata.current_snapshot_id == head
+
+
+@pytest.mark.slow
+def test_a_compaction_killed_before_its_commit_on_s3_converges(
+    seaweedfs: SeaweedFSServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The crash test's ``staged`` point (tests/iceberg/test_data_compaction_crash.py) on S3: the process dies
+    with its files and manifests written, uncommitted; a re-run equals a clean run; remove-orphans keeps them
+    inside the window (S3's modification times cannot be set back: a window of 1 hour, then of 2 seconds) and then
+    deletes exactly them."""
+    clean_root, root = f"{s3_bucket}/warehouse/clean", f"{s3_bucket}/warehouse/crashed"
+    options = _cli_options(seaweedfs)
+    clean = _small_files_table(seaweedfs, clean_root)
+    _cli_json("compact-data", clean_root, *options, "--min-input-files", "2")
+    table = _small_files_table(seaweedfs, root)
+    before, head = _objects(seaweedfs, root), table.metadata.current_snapshot_id
+
+    zygote = _Zygote()
+    try:
+        argv = ["compact-data", root, *options, "--min-input-files", "2", "--json"]
+        answer = zygote.crash("staged", argv, tmp_path / "crash.log")
+    finally:
+        zygote.close()
+    assert answer["signal"] == 9, (tmp_path / "crash.log").read_text()
+    crashed = _objects(seaweedfs, root) - before
+    assert crashed and open_path_table(root, seaweedfs.storage_options()).metadata.current_snapshot_id == head
+
+    assert _cli_json("compact-data", root, *options, "--min-input-files", "2")["snapshotId"] is not None
+    ours, theirs = (open_path_table(r, seaweedfs.storage_options()) for r in (root, clean_root))
+    assert _shape(ours) == _shape(theirs) and ours.table.scan().to_arrow().sort_by("id").equals(
+        theirs.table.scan().to_arrow().sort_by("id")
+    )
+    del clean
+
+    on_store = _objects(seaweedfs, root)
+    orphans = ["remove-orphans", root, *options, "--apply", "--allow-short-older-than"]
+    _cli_json(*orphans, "--older-than", "1 h")
+    assert _objects(seaweedfs, root) == on_store, "deleted inside the orphan window"
+    time.sleep(2.5)
+    _cli_json(*orphans, "--older-than", "2 s")
+    assert on_store - _objects(seaweedfs, root) == crashed
+
+
+def _shape(table: IcebergTable) -> list[tuple[int, Any, int]]:
+    head = table.snapshot(ref="main")
+    assert head is not None
+    return sorted((f.content, f.partition, f.record_count) for f in live_files(table, head))
