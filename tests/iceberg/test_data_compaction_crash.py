@@ -196,12 +196,11 @@ def zygote() -> Iterator[_Zygote]:
 
 
 def _fill(table: IcebergTable, landing: Path) -> None:
-    """3 appends per partition (a, b), then a position delete of one row (id 11) of a's second file."""
+    """3 appends of a file per partition (a, b), then a position delete of one row (id 11) of a's second file."""
     schema = table.table.schema().as_arrow()
-    for n in range(3):
-        for cat in ("a", "b"):
-            ids = [10 * n + k + (100 if cat == "b" else 0) for k in range(3)]
-            write.append(table, pa.table({"id": ids, "cat": [cat] * 3}, schema=schema))
+    for n in range(3):  # one file per partition per commit
+        ids = [10 * n + k + (100 if cat == "b" else 0) for cat in ("a", "b") for k in range(3)]
+        write.append(table, pa.table({"id": ids, "cat": ["a"] * 3 + ["b"] * 3}, schema=schema))
     head = table.snapshot(ref="main")
     assert head is not None
     a_files = [f.path for f in live_files(table, head) if f.partition == ("a",)]

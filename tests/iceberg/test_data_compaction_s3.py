@@ -101,9 +101,8 @@ def _small_files_table(server: SeaweedFSServer, root: str) -> IcebergTable:
         root, schema=SCHEMA, partition_spec=SPEC, properties={"format-version": "2"}
     )
     table = open_path_table(root, options)
-    for first in (0, 2):
-        for cat in ("a", "b"):
-            write.append(table, rows([first, first + 1], cat, DAY))
+    for first in (0, 2):  # one file per partition per commit
+        write.append(table, pa.concat_tables([rows([first, first + 1], cat, DAY) for cat in ("a", "b")]))
     table.refresh()
     return table
 
