@@ -19,7 +19,8 @@ The fault points are installed by wrapping, in the dying process only, the funct
 ``_RollingWriter._flush`` / ``close``, pyiceberg's ``MetastoreCatalog._write_metadata``, ``HadoopLayoutCatalog.
 _write_version_hint``): the compaction code has no fault hooks of its own, and needs none. Each run must die by
 SIGKILL (a renamed function or a skipped step fails the test, never passes it silently). The processes are forked
-from one zygote that imported everything once (a new interpreter per crash would cost 2 s each).
+from one zygote that imported everything once, by a dry run of the same command (a new interpreter per crash, or
+a child importing the CLI's modules itself, costs seconds each).
 
 For each point, on its own copy of one table (2 partitions x 3 small files, a position delete in one):
 
@@ -39,13 +40,13 @@ metadata file added), and the files the first group had written removed.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ POSITION_DELETE_SCHEMA = pa.schema(
 OLD = 4 * 24 * 3600  # seconds: past the default orphan window of 3 days
 
 ZYGOTE = r"""
-import json, os, signal, sys, traceback
+import io, json, os, signal, sys, traceback
 
 import pyarrow.parquet  # noqa: F401  (imported once, here, for every forked run)
 import pyiceberg.catalog
@@ -137,6 +138,8 @@ def install(point, nth):
 
 for line in sys.stdin:
     request = json.loads(line)
+    if request.get("warm"):  # the same command as a dry run, here: the child finds its modules imported
+        cli.main(request["warm"], out=io.StringIO())
     pid = os.fork()
     if pid == 0:
         code = 98
@@ -174,25 +177,34 @@ class _Zygote:
     ) -> dict[str, Any]:
         """Run the CLI with ``argv`` in a child that dies at ``point`` (``name[:nth]``); its exit or signal."""
         assert self.process.stdin is not None and self.process.stdout is not None
-        request = {"point": point, "argv": argv, "log": str(log), "env": env or {}}
+        warm = [*argv, "--dry-run"] if argv[0] == "compact-data" else None
+        request = {"point": point, "argv": argv, "log": str(log), "env": env or {}, "warm": warm}
         self.process.stdin.write(json.dumps(request) + "\n")
         self.process.stdin.flush()
         answer: dict[str, Any] = json.loads(self.process.stdout.readline())
         return answer
 
     def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=60)
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+            self.process.wait(timeout=60)
 
 
-@pytest.fixture(scope="module")
-def zygote() -> Iterator[_Zygote]:
-    process = _Zygote()
-    try:
-        yield process
-    finally:
-        process.close()
+_ZYGOTES: list[_Zygote] = []
+
+
+def shared_zygote() -> _Zygote:
+    """This pytest process's zygote (its start, 2-10 s of imports, paid once; closed at exit)."""
+    if not _ZYGOTES or _ZYGOTES[0].process.poll() is not None:
+        _ZYGOTES[:] = [_Zygote()]
+        atexit.register(_ZYGOTES[0].close)
+    return _ZYGOTES[0]
+
+
+@pytest.fixture
+def zygote() -> _Zygote:
+    return shared_zygote()
 
 
 def _fill(table: IcebergTable, landing: Path) -> None:

@@ -29,7 +29,7 @@ from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write import write
 from tests.iceberg.helpers import commit_delete_files
 from tests.iceberg.scenarios import SCHEMA, SPEC, rows
-from tests.iceberg.test_data_compaction_crash import _Zygote
+from tests.iceberg.test_data_compaction_crash import shared_zygote
 from tests.support.seaweedfs import SeaweedFSServer
 from tests.unit.test_cli import run
 
@@ -152,12 +152,8 @@ def test_a_compaction_killed_before_its_commit_on_s3_converges(
     table = _small_files_table(seaweedfs, root)
     before, head = _objects(seaweedfs, root), table.metadata.current_snapshot_id
 
-    zygote = _Zygote()
-    try:
-        argv = ["compact-data", root, *options, "--min-input-files", "2", "--json"]
-        answer = zygote.crash("staged", argv, tmp_path / "crash.log")
-    finally:
-        zygote.close()
+    argv = ["compact-data", root, *options, "--min-input-files", "2", "--json"]
+    answer = shared_zygote().crash("staged", argv, tmp_path / "crash.log")
     assert answer["signal"] == 9, (tmp_path / "crash.log").read_text()
     crashed = _objects(seaweedfs, root) - before
     assert crashed and open_path_table(root, seaweedfs.storage_options()).metadata.current_snapshot_id == head
