@@ -76,7 +76,7 @@ from tests.stateful.iceberg_support import (
     skipped_defect,
     targets,
 )
-from tests.support.java_iceberg import run_oracle
+from tests.support.java_iceberg import JavaIcebergOracleError, run_oracle
 
 FULL_READ_EVERY = 8
 __all__ = ["KNOWN_DEFECTS", "STATS", "IcebergTableMachine"]
@@ -210,7 +210,14 @@ class IcebergTableMachine(RuleBasedStateMachine):
             f"SELECT snapshot_id, parent_id, operation, unix_millis(committed_at) AS ts FROM {t}.snapshots",
             " UNION ALL ".join(selects),
         ]
-        results = self._oracle(statements + reads + expect.extra)
+        try:
+            results = self._oracle(statements + reads + expect.extra)
+        except JavaIcebergOracleError as exc:
+            if not statements:  # our step left a table Java cannot read (a missing file, a bad ref...)
+                raise AssertionError(
+                    f"Java cannot read the table after this step: {str(exc)[-1500:]}"
+                ) from exc
+            raise
         base = len(statements)
         java_refs = {
             r["name"]: Ref(r["type"], r["snapshot_id"], r["min_snapshots_to_keep"]) for r in results[base]

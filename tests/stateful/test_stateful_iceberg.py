@@ -13,6 +13,7 @@ import os
 import random
 import time
 from pathlib import Path
+from typing import Any
 
 import hypothesis.core
 import pyarrow as pa
@@ -126,6 +127,36 @@ def test_stateful_iceberg_machine(request: pytest.FixtureRequest) -> None:
         flush=True,
     )
     assert not failures, "\n\n".join(failures)
+
+
+# -- proof that the machine can fail ----------------------------------------------------------------------------
+
+
+def test_machine_catches_expiry_that_deletes_a_live_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inject a defect (a monkeypatch here, not in airflow_lakeformat/): every real expiry also deletes the live data
+    files. Three of the machine's steps, called directly, must report it after the expiry."""
+    from airflow_lakeformat.core.iceberg.maintenance import expiry
+
+    original = expiry.execute_snapshot_expiry
+
+    def execute_and_delete_live_files(table: Any, plan: Any, **kwargs: Any) -> Any:
+        result = original(table, plan, **kwargs)
+        if not kwargs.get("dry_run", True):
+            for path in Path(table.root).rglob("*.parquet"):
+                path.unlink()
+        return result
+
+    monkeypatch.setattr(expiry, "execute_snapshot_expiry", execute_and_delete_live_files)
+    machine = IcebergTableMachine()
+    try:
+        machine.create_the_table(
+            catalog="hadoop", partitioned=True, mode="merge-on-read", rows=[{"k": 1, "p": "a", "v": "x"}]
+        )
+        machine.java_insert(branch="main", rows=[{"k": 2, "p": "b", "v": "y"}])
+        with pytest.raises(AssertionError, match="Java cannot read the table after this step"):
+            machine.our_expire_snapshots(index=0, everything=True, retain_last=1, dry_run=False)
+    finally:
+        machine.teardown()
 
 
 # -- focused tests of the defects the machine found (KNOWN_DEFECTS in iceberg_support.py) ------------------------
