@@ -280,17 +280,12 @@ def _check_compaction(
     return len(left_out)
 
 
-def test_data_compaction_against_java_row_level_writers(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    warehouse, catalog_db = tmp_path / "warehouse", tmp_path / "catalog.db"
-    barrier_dir, trigger_dir = tmp_path / "barrier", tmp_path / "trigger"
-    barrier_dir.mkdir()
-    trigger_dir.mkdir()
-    identifier = f"{JDBC_CATALOG}.{NAMESPACE}.{TABLE}"
+def _java_commands(identifier: str, tmp_path: Path) -> list[list[str]]:
+    """Create the table, run the writers, wait for ``done``, then Java's views (one Spark session)."""
     properties = ", ".join(f"'{k}' = '{v}'" for k, v in TABLE_PROPERTIES.items())
+    barrier_dir, trigger_dir = tmp_path / "barrier", tmp_path / "trigger"
     ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "done"
-    commands = [
+    return [
         ["sql", "--statement", f"CREATE NAMESPACE IF NOT EXISTS {JDBC_CATALOG}.{NAMESPACE}",
          "--statement", f"CREATE TABLE {identifier} (writer STRING, seq BIGINT, k BIGINT, v BIGINT) USING iceberg"
                         f" PARTITIONED BY (writer) TBLPROPERTIES ({properties})"],
@@ -302,6 +297,18 @@ def test_data_compaction_against_java_row_level_writers(
         ["snapshots", "--table", identifier],
         ["files", "--table", identifier, "--all", "--source", "java"],
     ]  # fmt: skip
+
+
+def test_data_compaction_against_java_row_level_writers(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    warehouse, catalog_db = tmp_path / "warehouse", tmp_path / "catalog.db"
+    barrier_dir, trigger_dir = tmp_path / "barrier", tmp_path / "trigger"
+    barrier_dir.mkdir()
+    trigger_dir.mkdir()
+    identifier = f"{JDBC_CATALOG}.{NAMESPACE}.{TABLE}"
+    ready, go, done = tmp_path / "ready", tmp_path / "go", tmp_path / "done"
+    commands = _java_commands(identifier, tmp_path)
     java = _JavaBatch(commands, warehouse, catalog_db)
     catalog_properties = {"type": "sql", "uri": f"sqlite:///{catalog_db}", "warehouse": warehouse.as_uri()}
     catalog_args = [
@@ -399,9 +406,16 @@ def _verify(
     ours = [s for s in chain if TAG + "writer" not in s["summary"]]
     assert all(s["operation"] == "replace" for s in ours)
 
+    _check_files_and_rows(chain, report, java_files["snapshots"], java_rows["snapshots"])
+    _check_barriers(chain, barriers, java_files["snapshots"])
+    _check_compactions(chain, report, barriers, compactor, java_files["snapshots"])
+
+
+def _check_files_and_rows(
+    chain: list[dict[str, Any]], report: dict[str, Any], files: dict[str, Any], java_rows: dict[str, Any]
+) -> None:
     # Java's files at EVERY snapshot: each Java commit adds exactly what it wrote (an insert one data file of
     # its rows, a delete one position-delete file, an update both), each of ours only swaps data files.
-    files = java_files["snapshots"]
     previous: Counter[tuple[Any, ...]] = Counter()
     for snapshot in chain:
         now = Counter(
@@ -424,7 +438,7 @@ def _verify(
     # Java's rows where we committed (each replace snapshot and its parent) and at the head are the model's:
     # every replace keeps its parent's rows exactly.
     model = _model(chain, report)
-    for sid, rows in java_rows["snapshots"].items():
+    for sid, rows in java_rows.items():
         assert Counter((r["writer"], r["seq"], r["k"], r["v"]) for r in rows) == model[int(sid)], sid
     head = model[chain[-1]["snapshot_id"]]
     deleted = {(w, s - 2, 0) for w in WRITERS for s in range(COMMITS) if s % 5 == 3}
@@ -435,6 +449,10 @@ def _verify(
     }
     assert head == Counter((*key, updated.get(key, 0)) for key in inserted - deleted)
 
+
+def _check_barriers(
+    chain: list[dict[str, Any]], barriers: dict[int, dict[str, Any]], files: dict[str, Any]
+) -> None:
     # The barrier compactions: between the rounds, nothing conflicting; after each, one file per partition. (A
     # background compaction that ran after the round's last commits may have left it nothing to do.)
     position = {s["snapshot_id"]: i for i, s in enumerate(chain)}
@@ -446,9 +464,18 @@ def _verify(
             if s["summary"].get(TAG + "writer") in WRITERS:
                 ordered = position[s["snapshot_id"]] <= position[after]
                 assert (int(s["summary"][TAG + "seq"]) // PER_ROUND < round_) == ordered, (round_, s)
-        live = [f for f in java_files["snapshots"][str(after)] if f["content"] == 0]
+        live = [f for f in files[str(after)] if f["content"] == 0]
         assert Counter(f["partition"]["writer"] for f in live) == dict.fromkeys(WRITERS, 1), round_
 
+
+def _check_compactions(
+    chain: list[dict[str, Any]],
+    report: dict[str, Any],
+    barriers: dict[int, dict[str, Any]],
+    compactor: _Compactor,
+    files: dict[str, Any],
+) -> None:
+    ours = [s for s in chain if TAG + "writer" not in s["summary"]]
     # Every compaction that committed: exactly its committed groups, none over a concurrent delete, and every
     # group left out counted; the forced conflict among them.
     by_id = {s["snapshot_id"]: s for s in chain}
