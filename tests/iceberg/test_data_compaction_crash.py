@@ -29,7 +29,8 @@ For each point, on its own copy of one table (2 partitions x 3 small files, a po
   files per partition (a crash after the commit makes the re-run a no-op);
 * what the crashed run wrote is unreferenced, and ``lakeformat remove-orphans --apply`` deletes none of it
   within the orphan window (default 3 days); once every file is 4 days old it deletes exactly those files (none
-  when the commit landed), never a live one: Java then reads every snapshot of the table.
+  when the commit landed), never a live one: every file a snapshot references is still there, Java reads the
+  manifests of every snapshot and the rows at the head.
 
 Both a SQL-catalog table (the JDBC catalog Java shares) and a Hadoop-layout table (single writer, so safe).
 
@@ -375,10 +376,14 @@ def test_a_killed_compaction_converges_and_leaves_only_orphans(
     commands = []
     for name in names:
         identifier = tables.identifier(layout, name)
-        commands += [["rows", "--table", identifier], ["files", "--table", identifier, "--source", "java"]]
+        commands += [
+            ["rows", "--table", identifier],
+            ["files", "--table", identifier, "--all", "--source", "java"],
+        ]
     views = run_oracle_batch(commands, warehouse=tables.warehouse, catalog_db=tables.catalog_db)
-    for name, rows, files in zip(names, views[::2], views[1::2], strict=True):
+    for name, rows, every in zip(names, views[::2], views[1::2], strict=True):
         assert sorted((r["id"], r["cat"]) for r in rows) == expected, name
+        files = every["snapshots"][str(every["current_snapshot_id"])]
         assert sorted((f["content"], f["partition"]["cat"], f["record_count"]) for f in files) == [
             (c, p[0], n) for c, p, n in clean
         ], name
