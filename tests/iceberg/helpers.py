@@ -1,8 +1,8 @@
 """Build Iceberg tables with pyiceberg itself, and compare our documents with pyiceberg's own answers.
 
-pyiceberg 0.12 without ``pyiceberg-core`` cannot compute day/bucket partitions of Arrow data, so
-partitioned files with those transforms enter through ``add_files`` (day: from the Parquet statistics)
-or as hand-built ``DataFile`` records (bucket: the Python transform computes the value).
+These fixtures predate ``pyiceberg-core`` in the project's lock (issue 26): partitioned files with day/bucket
+transforms enter through ``add_files`` (day: from the Parquet statistics) or as hand-built ``DataFile`` records
+(bucket: the Python transform computes the value), which also exercises those paths.
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ In a fresh warehouse (never the shared oracle warehouse) we create, with the CLI
 
 * ``jns.events`` in the SQLite catalog that Java's JDBC catalog ``jc`` shares (``--catalog jc``: the SQL
   catalog keys its rows by catalog name), format v2, partitioned by ``region`` and ``days(ts)``, ``id`` as
-  identifier field; rows go in with ``lakeformat commit --add`` (one Parquet file per partition: a pyarrow
-  append through ``days`` needs pyiceberg-core, which this project does not install);
+  identifier field; rows go in with ``lakeformat commit --add`` (one Parquet file per partition, staged by the
+  test: the ``commit --add`` path, beside the ``write`` path of test_iceberg_transform_writes_interop);
 * ``hns.plain`` at ``<warehouse>/hns/plain`` in the Hadoop layout (Java's Hadoop catalog ``hc`` finds it
   there), format v1, partitioned by ``region``; rows go in with ``lakeformat write``.
 

@@ -29,9 +29,9 @@ ONE Spark session of Java Iceberg checks all of it:
   same order, same spec, same live-file counts, the same kept manifests.
 
 ``partition_evolution``'s current spec is bucket(4, id) + months(event_date): pyiceberg 0.12's Arrow append
-needs ``pyiceberg-core`` for those transforms (not installed), so there the appends go through our
+refuses two fields of one spec on one column, so there the appends go through our
 ``write.append_data_files`` with Parquet files written per partition by pyiceberg's ``write_file``; the CLI
-on that table refuses with exit 5 and changes nothing (:func:`test_cli_write_needing_pyiceberg_core`).
+on that table partitions the rows itself with ``pyiceberg-core`` (:func:`test_cli_write_into_bucket_and_month_transforms`).
 
 ``v3_dv`` must be refused (write and both compactions: exit 5) and stay unchanged, on disk and for Java.
 
@@ -585,25 +585,20 @@ def test_java_sees_our_compaction_through_the_shared_sqlite_catalog(
     assert jdbc["files"] == java_file_keys(files[str(jdbc["head_before"])])
 
 
-def test_cli_write_needing_pyiceberg_core(
+def test_cli_write_into_bucket_and_month_transforms(
     fresh_java_iceberg_warehouse: JavaIcebergWarehouse, tmp_path: Path
 ) -> None:
-    """``lakeformat write`` on a table whose spec has bucket/month transforms: pyiceberg 0.12 partitions
-    Arrow rows for them with ``pyiceberg-core``. Without it (this project's environment) the append is a
-    typed refusal (exit 5) naming the package, with nothing written; with it, the append lands."""
+    """``lakeformat write`` on a table whose spec has bucket/month transforms (two fields pyiceberg's own append
+    refuses on one spec): the rows are partitioned by us with ``pyiceberg-core`` (a dependency since issue 26)
+    and the append lands as the current snapshot, with every new row read back."""
     path = fresh_java_iceberg_warehouse.tables["partition_evolution"]["path"]
     table = open_path_table(path)
-    before = {str(p): p.stat().st_size for p in Path(path).rglob("*") if p.is_file()}
+    rows_before = table.table.scan().to_arrow().num_rows
+    added = pa.Table.from_pylist(new_rows(table, 0), schema=table.table.schema().as_arrow())
     source = tmp_path / "rows.parquet"
-    pq.write_table(pa.Table.from_pylist(new_rows(table, 0), schema=table.table.schema().as_arrow()), source)
+    pq.write_table(added, source)
     code, out, err = run("write", path, "--from", str(source), "--json")
-    try:
-        import pyiceberg_core  # type: ignore[import-not-found]  # noqa: F401
-    except ImportError:
-        assert code == EXIT_UNSUPPORTED, (code, out, err)
-        assert json.loads(out)["error"]["exitCode"] == code, out
-        assert "pyiceberg-core" in err and "nothing was written" in err, err
-        assert {str(p): p.stat().st_size for p in Path(path).rglob("*") if p.is_file()} == before
-    else:  # pragma: no cover - pyiceberg-core is not part of this project's lock
-        assert code == 0, err
-        assert open_path_table(path).metadata.current_snapshot_id == json.loads(out)["snapshotId"]
+    assert code == 0, (code, out, err)
+    after = open_path_table(path)
+    assert after.metadata.current_snapshot_id == json.loads(out)["snapshotId"]
+    assert after.table.scan().to_arrow().num_rows == rows_before + added.num_rows

@@ -18,9 +18,9 @@ sort of ``data_compaction_sort`` (bounded memory: sorted runs spilled to disk, t
 order, ``ceil(rows / expectedOutputFiles)`` rows per file as Java's range shuffle splits them, so the group's
 files follow each other in the sort order; they carry ``sort_order_id`` 0, as Java's rewrite writes them.
 
-A group whose rows are all deleted writes no file. Groups of files from an older partition spec would need their
-rows re-partitioned by the current spec's transforms; they are refused (``UnsupportedFormatError``) until that
-lands. Nothing here commits: the files are new and unreferenced until the ``replace`` commit names them.
+A group whose rows are all deleted writes no file. Groups holding files of an older partition spec are
+re-partitioned by the current spec's transforms (``data_compaction_repartition``), as Java's default
+``output-spec-id`` writes them; the sort strategy on such a group is refused. Nothing here commits: the files are new and unreferenced until the ``replace`` commit names them.
 """
 
 from __future__ import annotations
@@ -268,7 +268,7 @@ def rewrite_group(
         The new files (written, not committed) and row counts.
 
     Raises:
-        UnsupportedFormatError: the group holds files of an older partition spec.
+        UnsupportedFormatError: a sort strategy on a group holding files of an older partition spec.
     """
     current = table.metadata.default_spec_id
     if any(c.spec_id != current for c in group.files) and table.metadata.spec().fields:
