@@ -34,6 +34,9 @@ ALLOWED = {
     # avro_guard's FileIO wrapper must implement FileIO.delete: it hands pyiceberg's removal of its own
     # uncommitted manifests and manifest lists (a failed commit attempt) to the wrapped FileIO, as before
     "core/iceberg/metadata/avro_guard.py",
+    # the sort compaction's spilled runs: a private tempfile.mkdtemp() directory outside any table, removed
+    # when the merge ends (also on error)
+    "core/iceberg/maintenance/data_compaction_sort.py",
 }
 
 

@@ -141,10 +141,13 @@ def discard_on_failure(
 
 
 def _delete(table: IcebergTable, locations: Sequence[str]) -> None:
-    io = table.table.io
-    for location in locations:
-        with contextlib.suppress(OSError):
-            io.delete(location)
+    """Hand the unpublished files to the one deletion module (one attempt, failures only logged)."""
+    if not locations:
+        return
+    from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
+
+    fs = table.io.fs
+    discard_unpublished(table.io, [str(fs._strip_protocol(p)) for p in locations], kind="unpublished")
 
 
 def add_files(
