@@ -220,11 +220,14 @@ def _live_records(table: IcebergTable, group: FileGroup, live_data: set[str]) ->
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
+    # Each file cast on its own: Java's files read as string, ours (pyiceberg's Arrow schema) as large_string, and
+    # concat_tables refuses tables of different types
+    schema = pa.schema([("file_path", pa.string()), ("pos", pa.int64())])
     parts = []
     for candidate in group.files:
         with table.table.io.new_input(candidate.path).open() as stream:
-            parts.append(pq.read_table(stream, columns=["file_path", "pos"]))
-    records = pa.concat_tables(parts).cast(pa.schema([("file_path", pa.string()), ("pos", pa.int64())]))
+            parts.append(pq.read_table(stream, columns=["file_path", "pos"]).cast(schema))
+    records = pa.concat_tables(parts)
     live = records.filter(
         pc.is_in(records.column("file_path"), value_set=pa.array(sorted(live_data), pa.string()))
     )
