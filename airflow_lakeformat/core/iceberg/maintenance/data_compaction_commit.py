@@ -47,7 +47,7 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import (
     snapshot_delete_entries,
 )
 from airflow_lakeformat.core.iceberg.metadata.entries import CONTENT_DATA
-from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
+from airflow_lakeformat.core.iceberg.write.manifest_cache import manifest_cache
 from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore
 from airflow_lakeformat.core.iceberg.write.replace import (
     replace_summary,
@@ -107,7 +107,7 @@ def find_conflicts(
             f"{table.name}: data compaction: the starting snapshot {commit.starting_snapshot_id} is no longer an "
             f"ancestor of main's head {head.snapshot_id} (rolled back?); nothing was committed"
         )
-    files = live_files(table, head)
+    files = manifest_cache(table).live_files(table, head)
     live = {f.path for f in files if f.content == CONTENT_DATA}
     start_seq = commit.starting_sequence_number
     new_deletes = [e for e in snapshot_delete_entries(table, head, files) if e.sequence_number > start_seq]
@@ -150,7 +150,7 @@ def dangling_after(
     Delete files in a manifest holding any entry with ``referenced_data_file`` set are kept: pyiceberg 0.12's v2
     read schema lacks that field, so rewriting such a manifest would drop it from the other entries.
     """
-    files = live_files(table, head)
+    files = manifest_cache(table).live_files(table, head)
     index = DeleteIndex(snapshot_delete_entries(table, head, files))
     start_seq = (
         commit.starting_sequence_number

@@ -6,8 +6,11 @@ live data file together with ``task.deletes()``. Here the same comes from our ow
 1. every live file of the snapshot (``metadata.live_files``: data and delete manifests, sequence numbers
    inherited);
 2. for position-delete files without ``referenced_data_file``, the ``file_path`` bounds (field 2147483546) of
-   their manifest entries, read with pyiceberg's full reader only for the delete manifests: equal bounds make
-   the file file-scoped (Java's ``ContentFileUtil.referencedDataFile``);
+   their manifest entries, read whole only for the delete manifests: equal bounds make the file file-scoped
+   (Java's ``ContentFileUtil.referencedDataFile``);
+
+Every manifest is decoded through the table's ``write.manifest_cache`` (once per kind of read: live-file rows,
+whole entries), which the commit's validation, dangling-delete check and manifest rewrite share.
 3. the delete index (``data_compaction_deletes.DeleteIndex``) attaches the applicable deletes to each data file.
 
 Deletion vectors (format v3) are refused before this runs.
@@ -34,8 +37,8 @@ from airflow_lakeformat.core.iceberg.metadata.entries import (
     CONTENT_POSITION_DELETES,
     LiveFile,
 )
-from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
+from airflow_lakeformat.core.iceberg.write.manifest_cache import manifest_cache
 
 if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
@@ -67,7 +70,7 @@ def scan_for_compaction(table: IcebergTable, snapshot: Snapshot) -> CompactionSc
     Raises:
         MissingMetadataError, CorruptMetadataError: a manifest cannot be read (nothing is planned).
     """
-    files = live_files(table, snapshot)
+    files = manifest_cache(table).live_files(table, snapshot)
     data = [f for f in files if f.content == CONTENT_DATA]
     index = DeleteIndex(snapshot_delete_entries(table, snapshot, files))
     candidates = tuple(
@@ -130,11 +133,11 @@ def snapshot_delete_entries(
 def position_delete_targets(table: IcebergTable, snapshot: Snapshot) -> dict[str, str]:
     """Position-delete file path -> the one data file it names, where its ``file_path`` bounds are equal."""
     targets: dict[str, str] = {}
-    io = table.table.io
-    for manifest in read_manifests(table, snapshot):
-        if manifest.content != ManifestContent.DELETES:
-            continue
-        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+    deletes = [m for m in read_manifests(table, snapshot) if m.content == ManifestContent.DELETES]
+    for _manifest, entries in manifest_cache(table).entries(
+        table, deletes, f"snapshot {snapshot.snapshot_id}"
+    ):
+        for entry in entries:
             data_file = entry.data_file
             if int(data_file.content) != CONTENT_POSITION_DELETES:
                 continue
@@ -155,12 +158,16 @@ def data_files_by_path(table: IcebergTable, snapshot: Snapshot, paths: Iterable[
         CorruptMetadataError: a path is not a live file of the snapshot (the plan does not match it).
     """
     wanted = set(paths)
-    holders = {f.manifest_path for f in live_files(table, snapshot) if f.path in wanted}
+    cache = manifest_cache(table)
+    holders = {f.manifest_path for f in cache.live_files(table, snapshot) if f.path in wanted}
     found: dict[str, DataFile] = {}
-    for manifest in read_manifests(table, snapshot):
-        if manifest.manifest_path not in holders and manifest.content != ManifestContent.DELETES:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.table.io, discard_deleted=True):
+    manifests = [
+        m
+        for m in read_manifests(table, snapshot)
+        if m.manifest_path in holders or m.content == ManifestContent.DELETES
+    ]
+    for _manifest, entries in cache.entries(table, manifests, f"snapshot {snapshot.snapshot_id}"):
+        for entry in entries:
             if entry.data_file.file_path in wanted:
                 found[entry.data_file.file_path] = entry.data_file
     missing = sorted(wanted - set(found))

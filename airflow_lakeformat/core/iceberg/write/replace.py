@@ -44,9 +44,9 @@ from pyiceberg.table.snapshots import (
 )
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 
-from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
-from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore, read_entries, writer_schema
+from airflow_lakeformat.core.iceberg.write.manifest_cache import manifest_cache
+from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore, writer_schema
 
 if TYPE_CHECKING:
     from pyiceberg.avro.codecs import AvroCompressionCodec
@@ -138,10 +138,11 @@ def rewrite_manifests_removing(
     """The head's manifests, data then deletes, each holding a removed file rewritten without it (DELETED);
     the ``DataFile`` of each removed entry is appended to ``removed_files`` when given."""
     manifests = read_manifests(table, head)
-    holders = {f.manifest_path for f in live_files(table, head) if f.path in removed}
+    cache = manifest_cache(table)
+    holders = {f.manifest_path for f in cache.live_files(table, head) if f.path in removed}
     rewritten: dict[str, ManifestFile] = {}
     to_rewrite = [m for m in manifests if m.manifest_path in holders]
-    for manifest, entries in read_entries(table, to_rewrite, f"snapshot {head.snapshot_id}"):
+    for manifest, entries in cache.entries(table, to_rewrite, f"snapshot {head.snapshot_id}"):
         location = store.manifest_location()
         store.written.append(location)
         output = table.table.io.new_output(location)
