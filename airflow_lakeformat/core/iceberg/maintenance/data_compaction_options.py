@@ -35,6 +35,9 @@ DEFAULT_MIN_INPUT_FILES = 5
 DEFAULT_MAX_FILE_GROUP_SIZE = 107_374_182_400  # 100 GiB
 DEFAULT_DELETE_FILE_THRESHOLD = 2_147_483_647  # Integer.MAX_VALUE: off
 DEFAULT_DELETE_RATIO_THRESHOLD = 0.3
+DEFAULT_MAX_CONCURRENT_GROUPS = (
+    5  # max-concurrent-file-group-rewrites; this process runs min(it, cpus) at once
+)
 
 Strategy = Literal["binpack", "sort"]
 STRATEGIES: tuple[str, ...] = ("binpack", "sort")
@@ -60,6 +63,7 @@ KNOWN_OPTIONS = frozenset(
         "partial-progress.max-commits",
         "use-starting-sequence-number",
         "remove-dangling-deletes",
+        "max-concurrent-file-group-rewrites",
     }
 )
 
@@ -117,6 +121,7 @@ class CompactionOptions:
     partial_progress_max_commits: int = 10
     use_starting_sequence_number: bool = True
     remove_dangling_deletes: bool = False
+    max_concurrent_file_group_rewrites: int = DEFAULT_MAX_CONCURRENT_GROUPS
     strategy: Strategy = "binpack"
     sort_order: str | None = (
         None  # the text given (None: the table's sort order), checked against the schema later
@@ -187,7 +192,7 @@ class CompactionOptions:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The options as Java names them."""
+        """The options of the plan as Java names them (how many groups run at once is the run's, not shown)."""
         return {
             "target-file-size-bytes": self.target_file_size_bytes,
             "min-file-size-bytes": self.min_file_size_bytes,
@@ -241,9 +246,12 @@ def _planner_fields(options: Mapping[str, str]) -> dict[str, Any]:
 def _commit_fields(options: Mapping[str, str]) -> dict[str, Any]:
     enabled = _boolean(options, "partial-progress.enabled", False)
     commits = _integer(options, "partial-progress.max-commits", 10)
-    assert commits is not None
+    concurrent = _integer(options, "max-concurrent-file-group-rewrites", DEFAULT_MAX_CONCURRENT_GROUPS)
+    assert commits is not None and concurrent is not None
     _require(not enabled or commits > 0, f"partial-progress.max-commits must be > 0, not {commits}")
+    _require(concurrent > 0, f"max-concurrent-file-group-rewrites must be > 0, not {concurrent}")
     return {
+        "max_concurrent_file_group_rewrites": concurrent,
         "partial_progress_enabled": enabled,
         "partial_progress_max_commits": commits,
         "use_starting_sequence_number": _boolean(options, "use-starting-sequence-number", True),

@@ -6,7 +6,7 @@ several ``bucket(4, id)`` / ``months(event_date)`` partitions of spec 2. Here (`
 calls :func:`rewrite_repartitioned` for such groups):
 
 1. Each input file's live rows are read as for any group (``read_live_rows``: current schema by field id,
-   position deletes applied by pyiceberg, equality deletes here).
+   position deletes masked, equality deletes dropped).
 2. Every batch is split by the current spec's partition values (``write.partitioned.split_by_partition``: the
    transforms with Java's semantics through ``pyiceberg-core``, a null value its own partition).
 3. Each output partition has its own rolling writer (``_RollingWriter``: Parquet with field ids, a new file after
@@ -32,6 +32,7 @@ import pyarrow as pa
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import (
+    PositionDeletes,
     RewrittenFiles,
     _RollingWriter,
     equality_delete_keys,
@@ -78,13 +79,13 @@ def rewrite_repartitioned(
         for d in c.deletes
         if d.content == "equality"
     }
-    result = RewrittenFiles(group)
+    result, deletes = RewrittenFiles(group), PositionDeletes(table)
     writers: dict[tuple[Any, ...], _RollingWriter] = {}
     try:
         for candidate in group.files:
             result.rows_read += candidate.record_count
             bytes_per_row = candidate.file_size / max(1, candidate.record_count)
-            for batch in read_live_rows(table, candidate, files, equality):
+            for batch in read_live_rows(table, candidate, files, equality, deletes):
                 result.rows_written += batch.num_rows
                 for part in split_by_partition(spec, schema, pa.Table.from_batches([batch])):
                     writer = writers.get(part.partition)

@@ -2,15 +2,18 @@
 
 Follows Java's ``SparkBinPackFileRewriteRunner`` (1.10.2) for a group of the current partition spec:
 
-1. **Read** each input file in record batches through pyiceberg's ``ArrowScan`` with the table's **current**
-   schema (columns matched by field id: renamed columns followed, added ones null, dropped ones gone) and its
-   position deletes applied; then drop the rows its **equality deletes** match (null-safe, on the equality
-   columns resolved by field id). Only live rows come out, one input file at a time (a group's rows are never all
-   in memory).
-2. **Write** Parquet files with field ids through pyiceberg's Parquet writer (row groups of up to 64 MiB of
-   Arrow data gathered from the input batches), rolling to a new file once about
-   ``split_size`` bytes of input (on-disk bytes, in proportion to the rows read) went into the current one, as
-   Java splits the group's read into ``expectedOutputFiles`` pieces; each output file's partition is the group's.
+1. **Read** each input file in record batches with the table's **current** schema (columns matched by field id:
+   renamed columns followed, added ones null, dropped ones gone, ``int``/``float`` promoted): straight with
+   pyarrow, the group's position-delete files read once and each file's deleted positions masked out; a file
+   without field ids or with deletion vectors goes through pyiceberg's ``ArrowScan``. Then drop the rows its
+   **equality deletes** match (null-safe, on the equality columns resolved by field id). Only live rows come out,
+   one input file at a time (a group's rows are never all in memory).
+2. **Write** Parquet files with field ids through pyiceberg's Parquet writer (row groups of up to 64 MiB of Arrow
+   data gathered from the input batches; a column keeps its dictionary only when its first rows in the file repeat
+   values, as parquet-mr falls back to plain encoding when the dictionary does not pay off), rolling to a new
+   file once about ``split_size`` bytes of input (on-disk bytes, in proportion to the rows read) went into the
+   current one, as Java splits the group's read into ``expectedOutputFiles`` pieces; each output file's partition
+   is the group's.
 3. **Describe** each output as a ``DataFile`` (statistics from the Parquet footer: counts, null counts, bounds).
 
 With ``strategy=sort`` (Java's ``SparkSortFileRewriteRunner``) the group's live rows go through the external merge
@@ -28,9 +31,12 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -45,6 +51,25 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import (
 # Arrow bytes gathered before they go to the Parquet writer as one row group: a file compacted from many small
 # inputs gets a few large row groups (as Java's writers, 128 MiB by default), not one per input batch
 ROW_GROUP_BUFFER_BYTES = 64 * 1024 * 1024
+# a column whose first rows are more than this share distinct values is written without a dictionary (parquet-mr
+# falls back to plain encoding when the dictionary does not pay off; pyarrow would dictionary-encode every column)
+DICTIONARY_MAX_DISTINCT_RATIO = 0.5
+DICTIONARY_SAMPLE_ROWS = 10_000
+
+# the locations every writer opened in the current group (thread or executor): what a failed group removes
+_OPENED: ContextVar[list[str] | None] = ContextVar("lakeformat_compaction_opened", default=None)
+
+
+@contextmanager
+def recording_locations() -> Iterator[list[str]]:
+    """Collect every output location the writers of this thread open meanwhile, finished or not (one group)."""
+    opened: list[str] = []
+    token = _OPENED.set(opened)
+    try:
+        yield opened
+    finally:
+        _OPENED.reset(token)
+
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -123,25 +148,154 @@ def drop_deleted(
     return batch if keep is None else batch.filter(pa.array(keep, pa.bool_()))
 
 
+class PositionDeletes:
+    """A group's position-delete files, each read once (``file_path``, ``pos``), the positions picked per file."""
+
+    def __init__(self, table: IcebergTable) -> None:
+        self._table = table
+        self._read: dict[str, pa.Table] = {}
+
+    def positions(self, data_file: DataFile, delete_files: Iterable[DataFile]) -> np.ndarray[Any, Any]:
+        """The sorted, distinct deleted positions of ``data_file`` in ``delete_files``."""
+        import pyarrow.compute as pc
+
+        found: list[np.ndarray[Any, Any]] = []
+        for delete_file in delete_files:
+            deletes = self._read.get(delete_file.file_path)
+            if deletes is None:
+                with self._table.table.io.new_input(delete_file.file_path).open() as stream:
+                    deletes = pq.read_table(stream, columns=["file_path", "pos"])
+                self._read[delete_file.file_path] = deletes
+            mine = deletes.filter(pc.equal(deletes.column("file_path"), data_file.file_path))
+            found.append(mine.column("pos").to_numpy().astype(np.int64))
+        return np.unique(np.concatenate(found)) if found else np.empty(0, np.int64)
+
+
 def read_live_rows(
     table: IcebergTable,
     candidate: CompactionCandidate,
     files: Mapping[str, DataFile],
     equality: Mapping[str, tuple[list[str], set[tuple[Any, ...]]]],
+    deletes: PositionDeletes | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """One input file's live rows in the current schema: position deletes applied by pyiceberg, equality here."""
+    """One input file's live rows in the current schema: position deletes as a mask, equality deletes dropped.
+
+    Read straight with pyarrow (:func:`read_direct`) when the file carries field ids and its deletes are Parquet
+    (``deletes``: the group's position-delete files, read once per group); otherwise through pyiceberg's
+    ``ArrowScan`` (name mapping, deletion vectors).
+    """
+    from pyiceberg.manifest import FileFormat
+
+    applicable = [equality[d.path] for d in candidate.deletes if d.content == "equality"]
+    position_files = [files[d.path] for d in candidate.deletes if d.content == "position"]
+    batches = None
+    if deletes is not None and all(f.file_format == FileFormat.PARQUET for f in position_files):
+        batches = read_direct(
+            table, files[candidate.path], deletes.positions(files[candidate.path], position_files)
+        )
+    if batches is None:
+        batches = _read_with_arrow_scan(table, files[candidate.path], position_files)
+    for batch in batches:
+        live = drop_deleted(batch, applicable)
+        if live.num_rows:
+            yield live
+
+
+def _read_with_arrow_scan(
+    table: IcebergTable, data_file: DataFile, position_files: list[DataFile]
+) -> Iterator[pa.RecordBatch]:
     from pyiceberg.expressions import AlwaysTrue
     from pyiceberg.io.pyarrow import ArrowScan
     from pyiceberg.table import FileScanTask
 
-    positions = {files[d.path] for d in candidate.deletes if d.content == "position"}
-    task = FileScanTask(files[candidate.path], delete_files=positions)
+    task = FileScanTask(data_file, delete_files=set(position_files))
     scan = ArrowScan(table.metadata, table.table.io, table.metadata.schema(), AlwaysTrue())
-    applicable = [equality[d.path] for d in candidate.deletes if d.content == "equality"]
-    for batch in scan.to_record_batches([task]):
-        live = drop_deleted(batch, applicable)
-        if live.num_rows:
-            yield live
+    yield from scan.to_record_batches([task])
+
+
+def read_direct(
+    table: IcebergTable, data_file: DataFile, deleted: np.ndarray[Any, Any]
+) -> Iterator[pa.RecordBatch] | None:
+    """``data_file``'s rows in the current schema, read with pyarrow; None when the file has no field ids.
+
+    Columns are matched by field id and brought to the current schema by pyiceberg's own projection (renamed
+    columns followed, added ones null or their identity-partition value, ``int``/``float`` promoted, nanosecond
+    timestamps as pyiceberg reads them); ``deleted`` positions are masked out batch by batch.
+    """
+    from pyiceberg.io.pyarrow import _get_column_projection_values, pyarrow_to_schema
+    from pyiceberg.schema import prune_columns
+
+    metadata = table.metadata
+    schema = metadata.schema()
+    downcast = metadata.format_version <= 2
+    stream = table.table.io.new_input(data_file.file_path).open()
+    try:
+        parquet = pq.ParquetFile(stream)
+        file_schema = pyarrow_to_schema(
+            parquet.schema_arrow, downcast_ns_timestamp_to_us=downcast, format_version=metadata.format_version
+        )
+    except ValueError:  # no field ids: pyiceberg's scan applies the name mapping
+        stream.close()
+        return None
+    except BaseException:
+        stream.close()
+        raise
+    projected = prune_columns(file_schema, set(schema.field_ids), select_full_types=False)
+    missing = _get_column_projection_values(
+        data_file, schema, schema, metadata.specs().get(data_file.spec_id), file_schema.field_ids
+    )
+    return _masked_batches(stream, parquet, schema, projected, missing, deleted, downcast)
+
+
+def _masked_batches(
+    stream: Any,
+    parquet: pq.ParquetFile,
+    schema: Schema,
+    projected: Schema,
+    missing: dict[int, Any],
+    deleted: np.ndarray[Any, Any],
+    downcast: bool,
+) -> Iterator[pa.RecordBatch]:
+    from pyiceberg.io.pyarrow import _to_requested_schema
+
+    start = 0
+    with stream:
+        for batch in parquet.iter_batches(batch_size=131_072, columns=[c.name for c in projected.columns]):
+            end = start + batch.num_rows
+            hit = deleted[(deleted >= start) & (deleted < end)] - start
+            if len(hit):
+                keep = np.ones(batch.num_rows, dtype=bool)
+                keep[hit] = False
+                batch = batch.filter(pa.array(keep))
+            start = end
+            if batch.num_rows:
+                yield _to_requested_schema(
+                    schema,
+                    projected,
+                    batch,
+                    downcast_ns_timestamp_to_us=downcast,
+                    projected_missing_fields=missing,
+                    allow_timestamp_tz_mismatch=True,
+                )
+
+
+def dictionary_columns(rows: pa.Table) -> list[str] | bool:
+    """The columns worth a dictionary, decided on the first rows of a file as parquet-mr's fallback would.
+
+    A flat column whose first ``DICTIONARY_SAMPLE_ROWS`` rows are mostly distinct (ids, amounts, timestamps) is
+    written plain; repetitive ones (categories, dates) keep the dictionary. With nested columns nothing changes.
+    """
+    import pyarrow.compute as pc
+
+    sample = rows.slice(0, DICTIONARY_SAMPLE_ROWS)
+    if sample.num_rows == 0 or any(pa.types.is_nested(f.type) for f in sample.schema):
+        return True
+    limit = sample.num_rows * DICTIONARY_MAX_DISTINCT_RATIO
+    return [
+        name
+        for name, column in zip(sample.column_names, sample.columns, strict=True)
+        if pc.count_distinct(column, mode="all").as_py() <= limit
+    ]
 
 
 class _RollingWriter:
@@ -213,17 +367,24 @@ class _RollingWriter:
     def _flush(self) -> None:
         if not self._buffer:
             return
+        rows = pa.Table.from_batches(self._buffer)
         if self._writer is None:
-            self._open()
-        self._writer.write(pa.Table.from_batches(self._buffer))
+            self._open(rows)
+        self._writer.write(rows)
         self._buffer, self._buffered_bytes = [], 0
 
-    def _open(self) -> None:
+    def _open(self, first: pa.Table) -> None:
         name = f"{len(self.locations):05d}-0-{self._write_uuid}.parquet"
         location = self._locations.new_data_location(data_file_name=name, partition_key=self._key)
         self.locations.append(location)
+        opened = _OPENED.get()
+        if opened is not None:
+            opened.append(location)
         self._output = self._table.table.io.new_output(location)
         self._writer = self._model.create_writer(self._output, self._schema, self._table.metadata.properties)
+        kwargs = getattr(self._writer, "_parquet_writer_kwargs", None)
+        if isinstance(kwargs, dict):  # pyiceberg's writer opens pyarrow's on its first write, with these
+            kwargs["use_dictionary"] = dictionary_columns(first)
 
     def close(self) -> None:
         """Finish the open file (if any) and describe it as a DataFile."""
@@ -281,18 +442,18 @@ def rewrite_group(
         for d in c.deletes
         if d.content == "equality"
     }
-    result = RewrittenFiles(group)
+    result, deletes = RewrittenFiles(group), PositionDeletes(table)
     writer = _RollingWriter(
         table, group.partition if group.files[0].spec_id == current else (), group.split_size
     )
     try:
         if group.sort_keys:
-            _write_sorted(table, group, files, equality, writer, result)
+            _write_sorted(table, group, files, equality, writer, result, deletes=deletes)
         else:
             for candidate in group.files:
                 result.rows_read += candidate.record_count
                 bytes_per_row = candidate.file_size / max(1, candidate.record_count)
-                for batch in read_live_rows(table, candidate, files, equality):
+                for batch in read_live_rows(table, candidate, files, equality, deletes):
                     result.rows_written += batch.num_rows
                     writer.write(batch, batch.num_rows * bytes_per_row)
         writer.close()
@@ -310,6 +471,7 @@ def _write_sorted(
     writer: _RollingWriter,
     result: RewrittenFiles,
     budget: SortBudget | None = None,
+    deletes: PositionDeletes | None = None,
 ) -> None:
     """The sort strategy: every live row of the group through the external sort, then written in order.
 
@@ -319,7 +481,7 @@ def _write_sorted(
     with ExternalSort(group.sort_keys, budget) as sorter:
         for candidate in group.files:
             result.rows_read += candidate.record_count
-            for batch in read_live_rows(table, candidate, files, equality):
+            for batch in read_live_rows(table, candidate, files, equality, deletes):
                 sorter.add(batch)
         per_file = max(1, math.ceil(sorter.rows / max(1, group.expected_output_files)))
         writer.roll_every(per_file, UNSORTED_ORDER_ID)

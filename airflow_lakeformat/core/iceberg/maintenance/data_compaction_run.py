@@ -10,10 +10,13 @@ Follows Java's ``RewriteDataFilesSparkAction.execute`` (1.10.2):
    (``data_compaction_commit``: validated against every commit since the start; conflicting groups are skipped
    and reported, their files discarded).
 
-Who rewrites a batch's groups is pluggable (``rewriter``, a :data:`GroupRewriter`): by default this process, one
-group after the other (:func:`rewrite_in_process`); the Spark job (``spark/iceberg_compaction.py``) passes one
+Who rewrites a batch's groups is pluggable (``rewriter``, a :data:`GroupRewriter`): by default this process,
+``min(max-concurrent-file-group-rewrites, cpus)`` groups at once on threads (:func:`rewrite_in_process`; Java's
+``max-concurrent-file-group-rewrites``, default 5; pyarrow decodes and encodes without the GIL), the results in
+the groups' order whatever the timing; the Spark job (``spark/iceberg_compaction.py``) passes one
 that maps the groups over executors. Either way each group goes through :func:`rewrite_one`, the one call of
-``rewrite_group``: a group that fails removes the files it had written and, when an input file cannot be read,
+``rewrite_group``: a group that fails removes the files it had written (the locations its writers opened, recorded
+per group: ``data_compaction_rewrite.recording_locations``) and, when an input file cannot be read,
 fails with a typed error naming that file (``MissingMetadataError`` / ``CorruptMetadataError``).
 
 Files written for a commit that did not land are removed at once; after ``CommitStateUnknownError`` they are kept
@@ -27,8 +30,11 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -53,7 +59,11 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (
 )
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import FileGroup
-from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import RewrittenFiles, rewrite_group
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import (
+    RewrittenFiles,
+    recording_locations,
+    rewrite_group,
+)
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path
 from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
 
@@ -245,11 +255,11 @@ def compact_data(
     failed: list[str] = []
     properties = dict(snapshot_properties or {})
     partial = plan.options.partial_progress_enabled
+    threads = min(plan.options.max_concurrent_file_group_rewrites, os.cpu_count() or 1)
+    rewriter = rewriter or functools.partial(rewrite_in_process, concurrency=threads)
     for batch in batches(plan.groups, plan.options):
         try:
-            staged, kept = _commit_batch(
-                table, plan, batch, files, properties, policy, rewriter or rewrite_in_process
-            )
+            staged, kept = _commit_batch(table, plan, batch, files, properties, policy, rewriter)
         except (CommitConflictError, CommitRetriesExhaustedError) as exc:
             if not partial:
                 raise
@@ -275,18 +285,66 @@ def compact_data(
 
 
 def rewrite_in_process(
-    table: IcebergTable, groups: Sequence[FileGroup], files: Mapping[str, DataFile]
+    table: IcebergTable, groups: Sequence[FileGroup], files: Mapping[str, DataFile], concurrency: int = 1
 ) -> Iterator[RewrittenFiles]:
-    """The default :data:`GroupRewriter`: this process rewrites the groups one after the other."""
-    for group in groups:
-        yield rewrite_one(table, group, files)
+    """The default :data:`GroupRewriter`: this process rewrites the groups, ``concurrency`` of them at once.
+
+    With more than one, ``concurrency - 1`` threads and this one take the next group in turn; the results come in
+    the groups' order. After a failure no further group starts; what the others wrote is yielded, then the first
+    failing group's error (in group order) is raised.
+
+    Args:
+        table: the table.
+        groups: the batch's groups.
+        files: the ``DataFile`` of every input and delete file of the groups, by path.
+        concurrency: how many groups are rewritten at once (1: one after the other, in this thread).
+
+    Example:
+        >>> [r.group for r in rewrite_in_process(table, groups, files, concurrency=2)] == list(groups)  # doctest: +SKIP
+        True
+    """
+    if concurrency <= 1 or len(groups) <= 1:
+        for group in groups:
+            yield rewrite_one(table, group, files)
+        return
+    results: list[RewrittenFiles | None] = [None] * len(groups)
+    errors: dict[int, BaseException] = {}
+    queue = iter(range(len(groups)))
+    lock, stop = threading.Lock(), threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            with lock:
+                n = next(queue, None)
+            if n is None:
+                return
+            try:
+                results[n] = rewrite_one(table, groups[n], files)
+            except BaseException as exc:  # handed to the caller below, in group order
+                errors[n] = exc
+                stop.set()
+
+    workers = [
+        threading.Thread(target=work, name=f"compaction-rewrite-{i}", daemon=True)
+        for i in range(min(concurrency, len(groups)) - 1)
+    ]
+    for worker in workers:
+        worker.start()
+    try:
+        work()
+    finally:
+        for worker in workers:
+            worker.join()
+    yield from (r for r in results if r is not None)
+    if errors:
+        raise errors[min(errors)]
 
 
 def rewrite_one(table: IcebergTable, group: FileGroup, files: Mapping[str, DataFile]) -> RewrittenFiles:
     """Rewrite one group (``data_compaction_rewrite.rewrite_group``), wherever it runs (this process, an executor).
 
-    A failure removes the files the group had already written (every location its writer opened through the
-    table's FileIO, finished or not) and, when one of the group's input files cannot be read, becomes a typed
+    A failure removes the files the group had already written (every location its writers opened, finished or
+    not, recorded for this group only) and, when one of the group's input files cannot be read, becomes a typed
     error naming that file.
 
     Args:
@@ -301,25 +359,15 @@ def rewrite_one(table: IcebergTable, group: FileGroup, files: Mapping[str, DataF
     Example:
         >>> rewrite_one(table, plan.groups[0], files).outputs  # doctest: +SKIP
     """
-    io = table.table.io
-    opened: list[str] = []
-    new_output = io.new_output
-
-    def recording(location: str) -> Any:
-        opened.append(location)
-        return new_output(location)
-
-    vars(io)["new_output"] = recording  # this object only, for this group
-    try:
-        return rewrite_group(table, group, files)
-    except Exception as exc:
-        discard_written(table, opened, "its group failed while being rewritten")
-        named = None if isinstance(exc, LakeformatError) else unreadable_input(table, group)
-        if named is None:
-            raise
-        raise named from exc
-    finally:
-        vars(io).pop("new_output", None)  # the class's method again
+    with recording_locations() as opened:
+        try:
+            return rewrite_group(table, group, files)
+        except Exception as exc:
+            discard_written(table, opened, "its group failed while being rewritten")
+            named = None if isinstance(exc, LakeformatError) else unreadable_input(table, group)
+            if named is None:
+                raise
+            raise named from exc
 
 
 def unreadable_input(table: IcebergTable, group: FileGroup) -> LakeformatError | None:
