@@ -50,8 +50,8 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import (
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import discard_written
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_scan import data_files_by_path
 from airflow_lakeformat.core.iceberg.metadata.entries import CONTENT_DATA, CONTENT_POSITION_DELETES
-from airflow_lakeformat.core.iceberg.metadata.live_files import live_files
 from airflow_lakeformat.core.iceberg.write.commit import RetryPolicy, commit_with_retry
+from airflow_lakeformat.core.iceberg.write.manifest_cache import manifest_cache
 from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore
 from airflow_lakeformat.core.iceberg.write.replace import (
     replace_summary,
@@ -189,7 +189,7 @@ def plan_delete_compaction(
     head = table.snapshot(ref="main")
     if head is None:
         return DeleteCompactionPlan(table.name, None, opts, 0, ())
-    files = live_files(table, head)
+    files = manifest_cache(table).live_files(table, head)
     unsafe = {f.manifest_path for f in files if f.referenced_data_file is not None}
     deletes = [f for f in files if f.content == CONTENT_POSITION_DELETES]
     usable = [f for f in deletes if f.manifest_path not in unsafe]
@@ -299,7 +299,7 @@ def _stage(
     metadata = tx.table_metadata
     head = metadata.snapshot_by_id(metadata.refs["main"].snapshot_id)
     assert head is not None
-    live = {f.path for f in live_files(table, head)}
+    live = {f.path for f in manifest_cache(table).live_files(table, head)}
     missing = sorted(set(inputs) - live)
     if missing:
         raise CommitConflictError(
@@ -357,7 +357,7 @@ def compact_deletes(
     table.check_writable()
     head = table.snapshot(plan.snapshot_id)
     assert head is not None
-    files = live_files(table, head)
+    files = manifest_cache(table).live_files(table, head)
     live_data = {f.path for f in files if f.content == CONTENT_DATA}
     sequences = {f.path: f.data_sequence_number or 0 for f in files}
     inputs = data_files_by_path(table, head, [c.path for g in plan.groups for c in g.files])
