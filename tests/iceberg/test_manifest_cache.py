@@ -106,3 +106,21 @@ def test_a_delete_committed_during_the_rewrite_still_fails_the_commit(tmp_path: 
     table.refresh()
     assert sorted(f.path for f in live_files(table, table.snapshot(ref="main")) if f.content == 0) == inputs
     assert len(table.table.scan().to_arrow()) == 9 - 2  # both deletes still apply
+
+
+def test_whole_entries_past_the_budget_are_streamed_not_kept(tmp_path: Path) -> None:
+    table = _table_with_a_delete(tmp_path)
+    head = table.snapshot(ref="main")
+    manifests = cache_module.read_manifests(table, head)
+    cache = cache_module.ManifestCache(max_entries=1)
+    first = [
+        (m.manifest_path, [e.data_file.file_path for e in es])
+        for m, es in cache.entries(table, manifests, "t")
+    ]
+    again = [
+        (m.manifest_path, [e.data_file.file_path for e in es])
+        for m, es in cache.entries(table, manifests, "t")
+    ]
+    assert first == again and len(first) == len(manifests) == 4
+    assert sum(len(files) for _, files in first) == 4  # three data files and the delete file
+    assert cache.decoded["entries"] == 4 + 3  # one single-entry manifest kept, the others decoded again

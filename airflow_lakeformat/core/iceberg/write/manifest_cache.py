@@ -17,7 +17,9 @@ one depends only on its bytes and on the manifest-list row it inherits from (``s
 
 The manifest list itself is read on every call (it names the snapshot's manifests; it is small). The cache is
 attached to the :class:`IcebergTable` object (weakly: it goes when the table object goes) and bounded: past
-:data:`MAX_CACHED_FILES` rows of either kind it is emptied before the next decode.
+:data:`MAX_CACHED_FILES` live-file rows it is emptied before the next decode, and at most
+:data:`MAX_CACHED_ENTRIES` whole entries are kept (beyond, manifests are decoded and streamed as before, one at a
+time, so a large table's peak memory does not grow). :func:`release_manifest_cache` drops a table's cache.
 
 Example:
     >>> cache = manifest_cache(table)  # doctest: +SKIP
@@ -27,7 +29,7 @@ Example:
 from __future__ import annotations
 
 import weakref
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from airflow_lakeformat.core.iceberg.metadata.live_files import decode_manifests
@@ -41,8 +43,10 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.metadata.entries import LiveFile
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 
-# Past this many cached rows (live files or full entries, each kind counted on its own) the kind is emptied.
+# Past this many cached live-file rows the cache of live files is emptied before the next decode.
 MAX_CACHED_FILES = 200_000
+# At most this many whole entries are kept (the rest are decoded and streamed, not kept).
+MAX_CACHED_ENTRIES = 50_000
 
 ManifestKey = tuple[str, int | None, int | None]
 
@@ -55,8 +59,10 @@ def manifest_key(manifest: ManifestFile) -> ManifestKey:
 class ManifestCache:
     """Decoded manifests of one table, by :func:`manifest_key`; ``decoded`` counts the decodes (for tests)."""
 
-    def __init__(self, max_files: int = MAX_CACHED_FILES) -> None:
+    def __init__(self, max_files: int = MAX_CACHED_FILES, max_entries: int = MAX_CACHED_ENTRIES) -> None:
         self.max_files = max_files
+        self.max_entries = max_entries
+        self._cached_entries = 0
         self._live: dict[ManifestKey, list[LiveFile]] = {}
         self._entries: dict[ManifestKey, list[ManifestEntry]] = {}
         self.decoded = {"live": 0, "entries": 0}
@@ -81,23 +87,31 @@ class ManifestCache:
 
     def entries(
         self, table: IcebergTable, manifests: Sequence[ManifestFile], referenced_by: str
-    ) -> list[tuple[ManifestFile, list[ManifestEntry]]]:
+    ) -> Iterator[tuple[ManifestFile, list[ManifestEntry]]]:
         """(manifest, its live entries, inheritance applied) for each of ``manifests``, in order.
 
-        The entries are shared: callers must not modify them (write new entries from them instead).
+        The entries are shared: callers must not modify them (write new entries from them instead). Whole
+        entries are heavy (metric maps): past :attr:`max_entries` cached, further manifests are decoded one at a
+        time and not kept, as ``manifest_writer.read_entries`` streams them.
 
         Raises:
             MissingMetadataError, CorruptMetadataError: a manifest cannot be read.
         """
-        missing = [m for m in manifests if manifest_key(m) not in self._entries]
-        if missing:
-            if sum(len(v) for v in self._entries.values()) > self.max_files:
-                self._entries.clear()
-                missing = list(manifests)
-            for manifest, entries in read_entries(table, missing, referenced_by):
-                self._entries[manifest_key(manifest)] = entries
-                self.decoded["entries"] += 1
-        return [(m, self._entries[manifest_key(m)]) for m in manifests]
+        fresh = [manifest_key(m) not in self._entries for m in manifests]  # entries are never evicted
+        decoded = read_entries(
+            table, [m for m, new in zip(manifests, fresh, strict=True) if new], referenced_by
+        )
+        for manifest, new in zip(manifests, fresh, strict=True):
+            key = manifest_key(manifest)
+            if not new:
+                yield manifest, self._entries[key]
+                continue
+            _manifest, entries = next(decoded)
+            self.decoded["entries"] += 1
+            if key not in self._entries and self._cached_entries + len(entries) <= self.max_entries:
+                self._entries[key] = entries
+                self._cached_entries += len(entries)
+            yield manifest, entries
 
 
 _CACHES: weakref.WeakKeyDictionary[IcebergTable, ManifestCache] = weakref.WeakKeyDictionary()
@@ -111,4 +125,16 @@ def manifest_cache(table: IcebergTable) -> ManifestCache:
     return cache
 
 
-__all__ = ["MAX_CACHED_FILES", "ManifestCache", "manifest_cache", "manifest_key"]
+def release_manifest_cache(table: IcebergTable) -> None:
+    """Drop what is cached for ``table`` (e.g. at the end of a run that holds the table object on)."""
+    _CACHES.pop(table, None)
+
+
+__all__ = [
+    "MAX_CACHED_ENTRIES",
+    "MAX_CACHED_FILES",
+    "ManifestCache",
+    "manifest_cache",
+    "manifest_key",
+    "release_manifest_cache",
+]
