@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import ManifestContent
 from pyiceberg.table.refs import MAIN_BRANCH
-from pyiceberg.table.snapshots import Operation, SnapshotSummaryCollector, Summary, update_snapshot_summaries
+from pyiceberg.table.snapshots import Operation
 
 from airflow_lakeformat.core.errors import CommitConflictError, UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.metadata.entries import CONTENT_DATA, LiveFile
@@ -57,6 +57,7 @@ from airflow_lakeformat.core.iceberg.metadata.partition_values import partition_
 from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore, read_entries
 from airflow_lakeformat.core.iceberg.write.overwrite_scope import OverwriteScope, partition_key
 from airflow_lakeformat.core.iceberg.write.replace import (
+    operation_summary,
     rewrite_manifests_removing,
     stage_replace,
     write_added_manifest,
@@ -179,25 +180,6 @@ def plan_removed(
     return removed
 
 
-def overwrite_summary(
-    metadata: TableMetadata,
-    head: Snapshot | None,
-    removed: Sequence[DataFile],
-    added: Sequence[DataFile],
-    extra: Mapping[str, str],
-) -> Summary:
-    """The ``overwrite`` snapshot's summary (pyiceberg's collector; totals carried from the parent)."""
-    collector = SnapshotSummaryCollector()
-    schema = metadata.schema()
-    for data_file in added:
-        collector.add_file(data_file, schema, metadata.specs()[data_file.spec_id])
-    for data_file in removed:
-        collector.remove_file(data_file, schema, metadata.specs()[data_file.spec_id])
-    properties = {**{str(k): str(v) for k, v in extra.items()}, **collector.build()}
-    previous = head.summary.additional_properties if head is not None and head.summary else None
-    return update_snapshot_summaries(Summary(Operation.OVERWRITE, **properties), previous_summary=previous)
-
-
 def stage_overwrite(
     tx: Transaction,
     table: IcebergTable,
@@ -240,7 +222,7 @@ def stage_overwrite(
             kept = rewrite_manifests_removing(
                 table, metadata, head, snapshot_id, gone, store, removed_records
             )
-        summary = overwrite_summary(metadata, head, removed_records, added, properties)
+        summary = operation_summary(metadata, head, removed_records, added, properties)
         stage_replace(tx, table, head, snapshot_id, ([new] if new else []) + kept, summary, store)
     finally:
         staged.manifests_written = list(store.written)

@@ -164,6 +164,25 @@ def rewrite_manifests_removing(
     return ordered
 
 
+def operation_summary(
+    metadata: TableMetadata,
+    head: Snapshot | None,
+    removed: Sequence[DataFile],
+    added: Sequence[DataFile],
+    extra: Mapping[str, str],
+) -> Summary:
+    """An ``overwrite`` summary (pyiceberg's collector) with the totals carried from ``head`` when it has them."""
+    collector = SnapshotSummaryCollector()
+    schema = metadata.schema()
+    for data_file in added:
+        collector.add_file(data_file, schema, metadata.specs()[data_file.spec_id])
+    for data_file in removed:
+        collector.remove_file(data_file, schema, metadata.specs()[data_file.spec_id])
+    properties = {**{str(k): str(v) for k, v in extra.items()}, **collector.build()}
+    previous = head.summary.additional_properties if head is not None and head.summary else None
+    return update_snapshot_summaries(Summary(Operation.OVERWRITE, **properties), previous_summary=previous)
+
+
 def replace_summary(
     metadata: TableMetadata,
     head: Snapshot,
@@ -172,18 +191,8 @@ def replace_summary(
     extra: Mapping[str, str],
 ) -> Summary:
     """The ``replace`` snapshot's summary: added/removed counts and, when the parent has them, the totals."""
-    collector = SnapshotSummaryCollector()
-    schema = metadata.schema()
-    for data_file in added:
-        collector.add_file(data_file, schema, metadata.specs()[data_file.spec_id])
-    for data_file in removed:
-        collector.remove_file(data_file, schema, metadata.specs()[data_file.spec_id])
-    properties = {**{str(k): str(v) for k, v in extra.items()}, **collector.build()}
-    previous = head.summary.additional_properties if head.summary else None
     # pyiceberg computes totals for append/overwrite/delete only; the arithmetic is the same for replace
-    with_totals = update_snapshot_summaries(
-        Summary(Operation.OVERWRITE, **properties), previous_summary=previous
-    )
+    with_totals = operation_summary(metadata, head, removed, added, extra)
     return Summary(Operation.REPLACE, **with_totals.additional_properties)
 
 
