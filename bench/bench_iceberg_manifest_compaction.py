@@ -78,6 +78,7 @@ from airflow_lakeformat.core.iceberg.maintenance.manifest_compaction import comp
 from airflow_lakeformat.core.iceberg.metadata.files import files_document  # noqa: E402
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable  # noqa: E402
 from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry  # noqa: E402
+from bench.support.runs import wait_for_oracle_file  # noqa: E402
 
 
 def build_table(root: Path, manifests: int, per_manifest: int, columns: int, partitions: int) -> IcebergTable:
@@ -192,17 +193,6 @@ def restore(directory: Path, tarball: Path) -> None:
 #: The oracle's JVM runs with C1 only and the serial GC (fast start-ups for the tests); for the comparison
 #: Java gets its defaults back: the full tiered JIT and G1 (appended options win).
 JAVA_DEFAULT_JIT_AND_GC = "-XX:TieredStopAtLevel=4 -XX:-UseSerialGC -XX:+UseG1GC"
-
-
-def wait_for(path: Path, oracle: Any, timeout: float = 900.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if oracle.process.poll() is not None:
-            oracle.result()  # raises with the oracle's stderr
-            raise RuntimeError(f"the oracle ended before writing {path}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{path} did not appear within {timeout} s")
-        time.sleep(0.05)
 
 
 def compare_with_java(
@@ -366,7 +356,7 @@ def _java_runs(
     )
     try:
         for waiting, restored in signals:
-            wait_for(waiting, oracle)
+            wait_for_oracle_file(waiting, oracle, timeout=900.0)
             restore(root, pristine)
             restored.touch()
         results = oracle.result(timeout=3600)

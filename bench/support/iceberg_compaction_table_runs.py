@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.support.iceberg_compaction_tables import TableShape, restore, warehouse
+from bench.support.runs import wait_for_oracle_file
 
 #: the oracle runs Java with C1 only and the serial GC (fast test start-ups); for timing, Java's defaults back
 JAVA_DEFAULT_JIT_AND_GC = "-XX:TieredStopAtLevel=4 -XX:-UseSerialGC -XX:+UseG1GC"
@@ -108,17 +109,6 @@ def _pairs(table: Any) -> list[tuple[str, list[int]]]:
     return list(zip(paths, positions, strict=True))
 
 
-def _wait_for(path: Path, oracle: Any, timeout: float = 3600.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():
-        if oracle.process.poll() is not None:
-            oracle.result()  # raises with the oracle's stderr
-            raise RuntimeError(f"the oracle ended before writing {path}")
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{path} did not appear within {timeout} s")
-        time.sleep(0.05)
-
-
 def java_runs(
     shape: TableShape,
     options: dict[str, str],
@@ -157,7 +147,7 @@ def java_runs(
     facts = []
     try:
         for waiting, restored in signals:
-            _wait_for(waiting, oracle)
+            wait_for_oracle_file(waiting, oracle)
             facts.append(check(len(facts)))
             restore(shape)
             restored.touch()

@@ -19,6 +19,7 @@ import os
 import platform
 import subprocess
 import sys
+import time
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -116,3 +117,16 @@ def write_result(path: Path | str, document: dict[str, Any]) -> None:
 def load_average() -> list[float]:
     """The 1, 5 and 15 minute load averages (other work on the machine skews every timing)."""
     return [round(x, 2) for x in os.getloadavg()]
+
+
+def wait_for_oracle_file(path: Path, oracle: Any, timeout: float = 3600.0) -> None:
+    """Wait until a long-running oracle command (started with ``start_oracle``) writes ``path``; raise with the
+    oracle's stderr if it ends first, or when ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if oracle.process.poll() is not None:
+            oracle.result()  # raises with the oracle's stderr
+            raise RuntimeError(f"the oracle ended before writing {path}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{path} did not appear within {timeout} s")
+        time.sleep(0.05)
