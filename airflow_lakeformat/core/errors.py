@@ -218,6 +218,22 @@ class LockHeldError(LakeformatError):
         super().__init__(f"{location}: {what} by {owner!r}{until}; lease file {lease_path}")
 
 
+class AmbiguousSequenceError(MaintenanceRefusedError):
+    """Two records of one primary key have the same sequence (sequence fields and ``_SEQUENCE_NUMBER``).
+
+    Paimon 1.x breaks such ties arbitrarily (by heap order), so readers may have shown either record; a
+    compaction would freeze one answer. Refused before anything is written. ``key`` names the key.
+    """
+
+    def __init__(self, location: str, key: str, sequence: str) -> None:
+        self.key = key
+        self.sequence = sequence
+        super().__init__(
+            location,
+            f"two records of key {key} share the sequence {sequence}; which one wins is undefined in Paimon",
+        )
+
+
 # Process exit codes, shared by the `lakeformat` CLI and the Spark jobs so scripts and the Airflow
 # operators can tell failures apart the same way whichever runs the operation.
 EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_NO_TABLE, EXIT_CORRUPT, EXIT_UNSUPPORTED, EXIT_NOT_FOUND = (
