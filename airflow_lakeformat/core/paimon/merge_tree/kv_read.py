@@ -98,7 +98,7 @@ def read_kv(table: Table, entry: ManifestEntry, schema: TableSchema) -> pa.Table
                 )
             names = parquet.schema_arrow.names
             wanted = _columns_to_read(names, schema, where)
-            data = parquet.read(columns=wanted, use_threads=False)
+            data = parquet.read(columns=wanted)
     except FileNotFoundError as exc:
         raise MissingMetadataError(where, "the live files of the latest snapshot") from exc
     except (pa.ArrowInvalid, OSError) as exc:

@@ -94,7 +94,10 @@ class CompactionOptions:
             trigger=number("num-sorted-run.compaction-trigger", DEFAULT_COMPACTION_TRIGGER),
             max_size_amp=number("compaction.max-size-amplification-percent", DEFAULT_MAX_SIZE_AMP),
             size_ratio=number("compaction.size-ratio", DEFAULT_SIZE_RATIO),
-            target_file_size=size("target-file-size") or PK_TARGET_FILE_SIZE,
+            # Not options.get: its default is the append tables' 256 MB (CoreOptions#targetFileSize(hasPk)).
+            target_file_size=parse_memory_size(options.raw["target-file-size"])
+            if "target-file-size" in options.raw
+            else PK_TARGET_FILE_SIZE,
             small_file_ratio=DEFAULT_SMALL_FILE_RATIO if ratio is None else float(ratio),
             total_size_threshold=size("compaction.total-size-threshold"),
             incremental_size_threshold=size("compaction.incremental-size-threshold"),
