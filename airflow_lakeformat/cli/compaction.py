@@ -1,5 +1,9 @@
 """The data-compaction commands: ``compact-data`` (both formats) and ``compact-deletes`` (Iceberg).
 
+``compact-data`` bin-packs small files of Paimon append tables and Iceberg tables, and runs Paimon's merge-tree
+compaction on Paimon primary-key tables (``--full``: every bucket into one max-level sorted run; ``--minor``, their
+default: Paimon's universal pick).
+
 Both open the table through the facade and call ``table.maintenance.compact_data`` / ``compact_deletes``, so the
 CLI, the Python API and the operator run the same code. They add files and commit unless ``--dry-run`` (the one
 dry-run rule: what they replace stays on disk until an expiry deletes it). The flags both formats take are the
@@ -11,6 +15,7 @@ Example:
     >>> from airflow_lakeformat.cli import main
     >>> main(["compact-data", "/wh/db.db/t", "--min-input-files", "2", "--dry-run"])  # doctest: +SKIP
     >>> main(["compact-data", "/wh/db/t", "--strategy", "sort", "--sort-order", "id DESC NULLS LAST"])  # doctest: +SKIP
+    >>> main(["compact-data", "/wh/db.db/orders", "--full", "--json"])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -54,6 +59,8 @@ def compact_data(args: argparse.Namespace, out: TextIO) -> None:
         "partitions": _partitions(args.partition),
         "min_file_count": args.min_input_files,
         "target_file_size": args.target_file_size,
+        # Paimon's merge-tree mode (primary-key tables); an Iceberg table refuses it by name
+        "mode": "full" if args.full else "minor" if args.minor else None,
     }
     # Iceberg's own arguments: the Paimon facade refuses them by name (UsageError), never ignores them
     given.update(

@@ -204,11 +204,25 @@ def add_compaction_commands(add: Adder) -> None:
         "compact-data",
         "compaction:compact_data",
         "rewrite small data files into target-size files and commit (unless --dry-run): Paimon append tables, "
-        "or Iceberg tables as Java's rewrite_data_files bin-pack does, deletes applied",
+        "Paimon primary-key tables by Paimon's merge-tree compaction (--full or --minor), or Iceberg tables as "
+        "Java's rewrite_data_files bin-pack does, deletes applied",
         "lakeformat compact-data /wh/db.db/t --min-input-files 2 --partition dt=2024-01-01 --dry-run",
     )
     data.add_argument(
         "--dry-run", action="store_true", help="report the groups, write nothing (default: commit)"
+    )
+    strategy = data.add_mutually_exclusive_group()
+    strategy.add_argument(
+        "--full",
+        action="store_true",
+        help="Paimon primary-key tables: merge every bucket into one sorted run at the max level, as Java's "
+        "compact procedure with compact_strategy => 'full' (default: --minor)",
+    )
+    strategy.add_argument(
+        "--minor",
+        action="store_true",
+        help="Paimon primary-key tables: Paimon's universal compaction pick per bucket (the default on them); "
+        "append tables: their bin-pack",
     )
     data.add_argument(
         "--min-input-files",

@@ -119,6 +119,17 @@ class CommitConflictError(LakeformatError):
     """
 
 
+class CompactionConflictError(CommitConflictError):
+    """A compaction's buckets changed under it (Paimon's section 4.3 rules): an input is no longer live, a
+    concurrent compaction added a file above level 0, a new level-0 file is not newer than the inputs, or the
+    partition's bucket count changed. ``buckets`` maps ``(partition, bucket)`` to the reason. Nothing of
+    those buckets was published."""
+
+    def __init__(self, message: str, buckets: dict[tuple[bytes, int], str] | None = None) -> None:
+        super().__init__(message)
+        self.buckets = dict(buckets or {})
+
+
 class CommitRetriesExhaustedError(LakeformatError):
     """Other writers kept taking the snapshot id; nothing of this commit was published."""
 

@@ -47,6 +47,8 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.paimon.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
     from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import ManifestCompactionResult
     from airflow_lakeformat.core.paimon.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
+    from airflow_lakeformat.core.paimon.merge_tree.compaction import PrimaryKeyCompactionResult
+    from airflow_lakeformat.core.paimon.merge_tree.plan import PrimaryKeyCompactionPlan
     from airflow_lakeformat.core.paimon.table import Table
 
 ManifestMode = Literal["full", "minor"]
@@ -243,14 +245,56 @@ class PaimonMaintenance(MaintenanceBase):
         committer = self._committer(commit_user, dry_run)
         return compact_manifests(self.table, mode, dry_run=dry_run, committer=committer)
 
+    @property
+    def compacts_by_key(self) -> bool:
+        """Whether ``compact_data`` merges rows by primary key (Paimon's merge-tree compaction of a primary-key
+        table) rather than bin-packing files; no Spark job does that yet."""
+        return bool(self.table.schema.is_primary_key_table)
+
+    def _compaction_mode(self, mode: str | None, min_file_count: int | None) -> str | None:
+        """The merge-tree mode of a primary-key table (default ``minor``); None for an append table.
+
+        An append table is bin-packed, which is the minor compaction of an append table: ``mode="minor"`` is
+        accepted for it, ``mode="full"`` refused. A primary-key table refuses ``min_file_count`` (its
+        compaction picks sorted runs by ``num-sorted-run.compaction-trigger``, not files)."""
+        from airflow_lakeformat.core.errors import UsageError
+
+        if mode not in (None, "full", "minor"):
+            raise UsageError(f"mode: 'full' or 'minor', not {mode!r}")
+        if not self.compacts_by_key:
+            if mode == "full":
+                raise UsageError(
+                    f"mode='full': only for primary-key tables ({self.table.uri} is an append table, whose "
+                    "compaction bin-packs small files)"
+                )
+            return None
+        if min_file_count is not None:
+            raise UsageError(
+                f"min_file_count: only for append tables ({self.table.uri} has a primary key; its compaction "
+                "picks sorted runs by num-sorted-run.compaction-trigger)"
+            )
+        return mode or "minor"
+
     def plan_compact_data(
         self,
         *,
         partitions: Sequence[Mapping[str, str | None]] | None = None,
         min_file_count: int | None = None,
         target_file_size: int | None = None,
-    ) -> DataCompactionPlan:
-        """Groups of small files per partition and bucket, bin-packed to the target size; writes nothing."""
+        mode: str | None = None,
+    ) -> DataCompactionPlan | PrimaryKeyCompactionPlan:
+        """What ``compact_data`` would do; writes nothing.
+
+        Append tables: groups of small files per partition and bucket, bin-packed to the target size. Primary-key
+        tables: per bucket, the files upgraded and merged (``mode`` as for :meth:`compact_data`).
+        """
+        pk_mode = self._compaction_mode(mode, min_file_count)
+        if pk_mode is not None:
+            from airflow_lakeformat.core.paimon.merge_tree.plan import plan_primary_key_compaction
+
+            return plan_primary_key_compaction(
+                self.table, mode=pk_mode, partitions=partitions, target_file_size=target_file_size
+            )
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import plan_data_compaction
 
         return plan_data_compaction(
@@ -268,31 +312,60 @@ class PaimonMaintenance(MaintenanceBase):
         min_file_count: int | None = None,
         target_file_size: int | None = None,
         commit_user: str | None = None,
+        mode: str | None = None,
+        progress: Progress = NO_PROGRESS,
         where: str | None = None,
         options: Mapping[str, str] | None = None,
         strategy: str | None = None,
         sort_order: str | None = None,
-    ) -> DataCompactionResult:
-        """Rewrite small level-0 Parquet files of an append table into target-size files (one COMPACT snapshot).
+    ) -> DataCompactionResult | PrimaryKeyCompactionResult:
+        """Compact data files and commit one COMPACT snapshot (unless ``dry_run``).
+
+        Append tables: small level-0 Parquet files rewritten into target-size files (a bin-pack). Primary-key
+        tables: Paimon's merge-tree compaction (``core/paimon/merge_tree``): ``mode="full"`` merges every bucket
+        into one sorted run at the max level (Java's ``compact`` procedure with ``compact_strategy => 'full'``),
+        ``"minor"`` (the default) applies Paimon's universal compaction pick per bucket; a bucket changed by a
+        concurrent writer meanwhile is skipped and reported.
 
         Args:
             dry_run: plan and report, write and commit nothing.
             partitions: only these partitions, matched by value (``[{"dt": "2024-01-01"}]``; see
                 :func:`~airflow_lakeformat.core.table_writes.partition_filters` for text forms).
-            min_file_count: the smallest group worth a rewrite (``compaction.min.file-num``, 5).
-            target_file_size: bytes per output file (``target-file-size``).
+            min_file_count: append tables: the smallest group worth a rewrite (``compaction.min.file-num``, 5);
+                refused for primary-key tables.
+            target_file_size: bytes per output file (``target-file-size``; 128 MiB for primary-key tables, 256 MiB
+                for append tables when unset).
             commit_user: the commit user of the COMPACT snapshot (default: a new one per run).
+            mode: primary-key tables: ``"full"`` or ``"minor"`` (default); append tables accept ``"minor"`` (their
+                bin-pack) and refuse ``"full"``.
+            progress: primary-key tables: one step per bucket compacted.
             where, options, strategy, sort_order: Iceberg's (a predicate, Java's rewrite_data_files options, its
                 sort strategy and order): refused by name here.
-        """
-        from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
 
+        Example:
+            >>> open_table("/wh/db.db/orders").maintenance.compact_data(mode="full").summary()  # doctest: +SKIP
+        """
         refuse_options(
             self.table.uri,
             {"where": where, "options": options or None, "strategy": strategy, "sort_order": sort_order},
             only="Iceberg",
             this="a Paimon",
         )
+        pk_mode = self._compaction_mode(mode, min_file_count)
+        committer = None if dry_run else self._committer(commit_user, dry_run)
+        if pk_mode is not None:
+            from airflow_lakeformat.core.paimon.merge_tree.compaction import compact_primary_key_table
+
+            return compact_primary_key_table(
+                self.table,
+                mode=pk_mode,
+                dry_run=dry_run,
+                partitions=partitions,
+                target_file_size=target_file_size,
+                committer=committer,
+                progress=progress,
+            )
+        from airflow_lakeformat.core.paimon.maintenance.data_compaction import compact_data
 
         return compact_data(
             self.table,
@@ -300,7 +373,7 @@ class PaimonMaintenance(MaintenanceBase):
             partitions=partitions,
             min_file_count=min_file_count,
             target_file_size=target_file_size,
-            committer=None if dry_run else self._committer(commit_user, dry_run),
+            committer=committer,
         )
 
     def compact_deletes(self, *, dry_run: bool = False, options: Mapping[str, str] | None = None) -> Any:
@@ -313,9 +386,19 @@ class PaimonMaintenance(MaintenanceBase):
             "position-delete files)"
         )
 
-    def check_compact_data(self) -> None:
-        """Raise :class:`UnsupportedFormatError` (changing nothing) if data compaction cannot handle the table
-        (primary keys, deletion vectors, a file format other than Parquet, ...)."""
+    def check_compact_data(self, mode: str | None = None) -> None:
+        """Raise :class:`UnsupportedFormatError` (changing nothing) if data compaction cannot handle the table:
+        append tables with deletion vectors or a file format other than Parquet; primary-key tables with a
+        changelog producer, deletion vectors, postponed buckets, merge options not implemented, ...
+        (``core/paimon/merge_tree/refusals.py``)."""
+        pk_mode = self._compaction_mode(mode, None)
+        if pk_mode is not None:
+            from airflow_lakeformat.core.paimon.merge_tree.merge_spec import MergeSpec
+            from airflow_lakeformat.core.paimon.merge_tree.refusals import check_table
+
+            check_table(self.table, pk_mode)
+            MergeSpec.from_schema(self.table.schema, self.table.uri)
+            return
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
 
         check_compactable(self.table)

@@ -58,6 +58,8 @@ class IcebergMaintenance(MaintenanceBase):
     """
 
     orphan_age = ICEBERG_ORPHAN_AGE
+    #: Whether ``compact_data`` merges rows by primary key (Paimon primary-key tables only), which no Spark job does yet.
+    compacts_by_key = False
 
     def __init__(self, table: IcebergTable) -> None:
         self.table = table
@@ -82,8 +84,10 @@ class IcebergMaintenance(MaintenanceBase):
         files = int(summary.get("total-data-files") or 0) if summary is not None else 0
         return TableSize(current.snapshot_id, files, len(current.manifests(self.table.table.io)))
 
-    def check_compact_data(self) -> None:
-        """Raise :class:`UnsupportedFormatError` (changing nothing) when data compaction refuses the table (v3)."""
+    def check_compact_data(self, mode: str | None = None) -> None:
+        """Raise :class:`UnsupportedFormatError` (changing nothing) when data compaction refuses the table (v3);
+        ``mode`` (Paimon's merge-tree mode) is refused by name."""
+        refuse_options(self.table.name, {"mode": mode}, only="Paimon", this="an Iceberg")
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction import check_rewritable
 
         check_rewritable(self.table)
@@ -357,6 +361,7 @@ class IcebergMaintenance(MaintenanceBase):
         commit_user: str | None = None,
         strategy: str | None = None,
         sort_order: str | None = None,
+        mode: str | None = None,
     ) -> IcebergDataCompactionResult:
         """Rewrite small files and files with many deletes, deletes applied, as ``replace`` snapshots.
 
@@ -368,6 +373,8 @@ class IcebergMaintenance(MaintenanceBase):
             options, where, partitions, min_file_count, target_file_size, strategy, sort_order: as for
                 :meth:`plan_compact_data`.
             commit_user: recorded as ``lakeformat.commit-user`` in each snapshot's summary.
+            mode: Paimon's (``"full"``/``"minor"`` merge-tree compaction of a primary-key table): refused by
+                name here.
 
         Example:
             >>> table.maintenance.compact_data(options={"min-input-files": "2"}).summary()  # doctest: +SKIP
@@ -376,6 +383,7 @@ class IcebergMaintenance(MaintenanceBase):
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 
+        refuse_options(self.table.name, {"mode": mode}, only="Paimon", this="an Iceberg")
         merged, predicate = compaction_arguments(options, where, partitions, min_file_count, target_file_size)
         properties = {COMMIT_USER_PROPERTY: commit_user} if commit_user else None
         chosen: dict[str, str] | CompactionOptions = merged

@@ -1,7 +1,9 @@
-"""``LakeformatCompactDataOperator``: bin-pack small data files, of a Paimon append table or an Iceberg table.
+"""``LakeformatCompactDataOperator``: compact the data files of a Paimon table or an Iceberg table.
 
 Paimon append tables: the same plan (``core/paimon/maintenance/data_compaction.py``) committed as one COMPACT
-snapshot. Iceberg tables: Java's ``rewrite_data_files`` with deletes applied, committed as ``replace`` snapshots
+snapshot. Paimon primary-key tables: Paimon's merge-tree compaction (``core/paimon/merge_tree``), ``mode``
+``"full"`` (every bucket into one max-level run) or ``"minor"`` (the default: Paimon's universal pick), in the
+worker only for now (``execution="spark"`` is refused for them, ``"auto"`` runs them in the worker). Iceberg tables: Java's ``rewrite_data_files`` with deletes applied, committed as ``replace`` snapshots
 validated against concurrent commits (``core/iceberg/maintenance/data_compaction_run.py``); ``min_file_count`` is
 Java's ``min-input-files``, ``target_file_size`` its ``target-file-size-bytes``, ``partitions`` a partition filter
 by value, and ``options`` (Java's options by name) and ``where`` (a predicate) are passed on as they are. Both
@@ -9,12 +11,13 @@ formats run in the worker (``table.maintenance.compact_data``) or on Spark (``sp
 driver plans and commits, executors rewrite the groups; Iceberg tables of the connection's catalog too), with the
 connection's commit user, ``<commit_user_prefix>-<dag_id>-<task_id>`` (the Spark job gets it as ``--commit-user``);
 the operator holds the table's maintenance lock while it runs (dry runs excepted). A table compaction refuses (a
-Paimon primary-key table, an Iceberg v3 table) fails the task without retry with one message saying so, or skips it
-with ``skip_unsupported=True``.
+Paimon primary-key table with a changelog producer or deletion vectors, an Iceberg v3 table) fails the task without
+retry with one message saying so, or skips it with ``skip_unsupported=True``.
 
 Example:
     >>> LakeformatCompactDataOperator(task_id="compact_data", table="db.events", min_file_count=5,
     ...                               options={"partial-progress.enabled": "true"}, execution="spark")  # doctest: +SKIP
+    >>> LakeformatCompactDataOperator(task_id="compact_orders", table="db.orders", mode="full")  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -89,6 +92,9 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
     :param strategy: Iceberg only: ``"binpack"`` (default) or ``"sort"``, Java's procedure argument. Templated.
     :param sort_order: Iceberg only: Java's ``sort_order`` text (``"id DESC NULLS LAST, name"``; implies
         ``sort``; default: the table's sort order). Templated.
+    :param mode: Paimon primary-key tables: ``"full"`` (every bucket merged into one sorted run at the max level)
+        or ``"minor"`` (Paimon's universal compaction pick; the default). An append table takes ``"minor"`` (its
+        bin-pack) and refuses ``"full"``; an Iceberg table refuses it by name. Templated.
     :param dry_run: plan and report, write and commit nothing. Templated.
     :param skip_unsupported: a table data compaction does not handle (Paimon primary keys or deletion vectors,
         an Iceberg v3 table, a file format other than Parquet, ...) skips the task instead of failing it, for
@@ -108,6 +114,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         "where",
         "strategy",
         "sort_order",
+        "mode",
         "skip_unsupported",
     )
     operation = "compact-data"
@@ -125,10 +132,12 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         where: str | None = None,
         strategy: str | None = None,
         sort_order: str | None = None,
+        mode: str | None = None,
         skip_unsupported: bool | str = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.mode = mode
         self.skip_unsupported = skip_unsupported
         self.partitions = partitions
         self.min_file_count = min_file_count
@@ -149,11 +158,20 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         }
         return {name: value for name, value in given.items() if value}
 
+    def spark_refusal(self, table: LakeTable) -> str | None:
+        if table.maintenance.compacts_by_key:
+            return (
+                "the Spark job compact_data does not run the merge-tree compaction of a Paimon primary-key table "
+                "yet; use execution='local'"
+            )
+        return super().spark_refusal(table)
+
     def check_table(self, table: LakeTable) -> None:
         from airflow_lakeformat.core.errors import UnsupportedFormatError
 
         try:
-            table.maintenance.check_compact_data()  # Paimon: primary keys, deletion vectors; Iceberg: v3
+            # Paimon: deletion vectors, changelog producers, merge options; Iceberg: v3
+            table.maintenance.check_compact_data(mode=_text(self.mode))
         except UnsupportedFormatError as exc:
             if as_bool(self.skip_unsupported, "skip_unsupported"):
                 raise AirflowSkipException(f"skipped: {exc}") from None
@@ -169,6 +187,7 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
             min_file_count=optional_int(self.min_file_count, "min_file_count"),
             target_file_size=target,
             commit_user=self.task_commit_user(context),
+            mode=_text(self.mode),  # rendered; an Iceberg table refuses it by name
             **self._iceberg_arguments(),
         ).to_json()
 

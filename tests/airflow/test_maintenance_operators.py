@@ -164,8 +164,10 @@ def test_compact_data_dry_run_then_for_real_in_the_worker(warehouse: Path) -> No
 
 
 def test_compact_data_refuses_a_primary_key_table_once_or_skips_it(warehouse: Path) -> None:
+    """A primary-key table whose compaction must emit a changelog (``changelog-producer=lookup``) is refused."""
     root = warehouse / "db.db" / "keyed"
-    table = create_table(str(root), schema_from_fields(FIELDS, ["dt"], ["dt", "v"], {"bucket": "1"}))
+    options = {"bucket": "1", "changelog-producer": "lookup"}
+    table = create_table(str(root), schema_from_fields(FIELDS, ["dt"], ["dt", "v"], options))
     module = load_dag_module("lakeformat_test_maintenance")
     module.FAILURES.clear()
     run = module.compact_data_dag.test(run_conf={"table": "db.keyed", "skip_unsupported": False})
@@ -173,7 +175,7 @@ def test_compact_data_refuses_a_primary_key_table_once_or_skips_it(warehouse: Pa
         "retries=2, yet no retry: it would fail the same"
     )
     message = str(module.FAILURES["lakeformat_test_compact_data"])
-    assert message.startswith(f"{root}: ") and "data compaction of a primary-key table" in message
+    assert message.startswith(f"{root}: ") and "compaction of a table with changelog-producer=lookup" in message
     skipped = module.compact_data_dag.test(run_conf={"table": "db.keyed", "skip_unsupported": True})
     assert task_states(skipped)["compact_data"] == ("skipped", 1)
     assert table.snapshot_manager.latest_snapshot_id() is None and lock_files(root) == []

@@ -98,7 +98,28 @@ def _compact_manifests(d: Mapping[str, Any]) -> str:
     )
 
 
+def _compact_primary_key(d: Mapping[str, Any]) -> str:
+    """Paimon's merge-tree compaction of a primary-key table: buckets, files rewritten and upgraded, skipped."""
+    head = f"{d.get('mode')} primary-key compaction"
+    skipped = d.get("skippedBuckets") or []
+    tail = f"; skipped {plural(len(skipped), 'bucket')} changed meanwhile" if skipped else ""
+    if not d.get("groups"):
+        return f"{head}: nothing to compact{tail}"
+    verb = "would rewrite" if d.get("dryRun") else "rewrote"
+    written = (
+        "" if d.get("dryRun") else f" into {d.get('filesWritten')} ({human_bytes(d.get('bytesWritten'))})"
+    )
+    committed = f"; committed snapshot {d['snapshotId']}" if d.get("snapshotId") is not None else ""
+    return (
+        f"{head} {verb} {plural(d.get('filesRewritten') or 0, 'file')} ({human_bytes(d.get('bytesRewritten'))})"
+        f"{written}, upgraded {d.get('filesUpgraded') or 0}, in {plural(d.get('groups') or 0, 'bucket')}"
+        f"{committed}{tail}"
+    )
+
+
 def _compact_data(d: Mapping[str, Any]) -> str:
+    if d.get("primaryKey"):
+        return _compact_primary_key(d)
     if not d.get("groups"):
         return "no group of at least the minimum file count to compact"
     if d.get("dryRun"):

@@ -148,12 +148,15 @@ class Committer:
         merge: bool = True,
         force_merge: bool = False,
         check_conflicts: bool | None = None,
+        validate: Callable[[Snapshot | None], None] | None = None,
     ) -> CommitResult:
         """Publish ``entries`` (ADD and DELETE) as one snapshot.
 
         ``kind`` defaults to APPEND, or OVERWRITE when the commit deletes files (as Paimon does).
         Conflicts are checked for COMPACT and for commits that delete, as Paimon does, and also when
         ``check_conflicts`` is true (registering existing files: a concurrent duplicate ADD is refused).
+        ``validate(latest)``, when given, runs first on every attempt against the snapshot it builds on
+        (a primary-key compaction's checks); what it raises aborts the commit, nothing published.
         """
         has_deletes = any(e.kind is FileKind.DELETE for e in entries)
         kind = kind or (CommitKind.OVERWRITE if has_deletes else CommitKind.APPEND)
@@ -171,6 +174,8 @@ class Committer:
         def prepare(commit_id: str) -> Attempt:
             nonlocal delta, merge_mode
             latest = self.table.snapshot_manager.latest_snapshot()
+            if validate is not None:
+                validate(latest)
             if check_conflicts:
                 self._check_conflicts(latest, entries)
             attempt_files: list[str] = []
