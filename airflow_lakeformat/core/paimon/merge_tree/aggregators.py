@@ -150,8 +150,8 @@ def _fold_positions(values: pa.Array, valid: np.ndarray, agg: FieldAggregate, ru
     truth = _truths(values) if function in ("bool_and", "bool_or") else None
     for active, rows in runs.rounds():
         event, ok, current = runs.events[rows], valid[rows], acc[active]
-        has = current >= 0
-        safe = np.where(has, current, 0)
+        safe = np.maximum(current, 0)
+        has = (current >= 0) & valid[safe]  # the accumulator is a non-null value (a position may hold a null)
         if function in ("last_value", "primary_key"):
             take = np.ones(rows.size, dtype=bool)
         elif function == "last_non_null_value":
