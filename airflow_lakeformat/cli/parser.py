@@ -58,12 +58,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("--debug", action="store_true", help="print a traceback on errors (default: off)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    add = command_adder(sub, common_options())
+    common = common_options()
+    add = command_adder(sub, common)
     add_read_commands(add)
     add_maintenance_commands(add)
     add_compaction_commands(add)
     add_write_commands(add)
     add_create_command(add)
+    from airflow_lakeformat.cli.tags import add_tag_commands  # tag create|delete|list, expire-tags
+
+    add_tag_commands(sub, common, add, EPILOG_FORMAT, lazy_handler, duration)
     add_completion_command(sub)
     return parser
 

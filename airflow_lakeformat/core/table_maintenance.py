@@ -24,7 +24,7 @@ Each method loads its format's module when called, so importing this module load
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal
 
 from airflow_lakeformat.core.maintenance.facade_base import (
@@ -39,6 +39,7 @@ from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.maintenance.deletion import FileDeleter
+    from airflow_lakeformat.core.maintenance.tag_results import TagResult
     from airflow_lakeformat.core.paimon.commit import Committer
     from airflow_lakeformat.core.paimon.maintenance.data_compaction import (
         DataCompactionPlan,
@@ -402,6 +403,112 @@ class PaimonMaintenance(MaintenanceBase):
         from airflow_lakeformat.core.paimon.maintenance.data_compaction import check_compactable
 
         check_compactable(self.table)
+
+    # -- tags (docs/tags.md): one shape on both formats ----------------------------------------------
+
+    def create_tag(
+        self,
+        name: str,
+        snapshot_id: int | None = None,
+        time_retained: timedelta | str | None = None,
+        *,
+        ignore_if_exists: bool = False,
+        replace: bool = False,
+        dry_run: bool = False,
+    ) -> TagResult:
+        """Create tag ``name`` on ``snapshot_id`` (default: the latest), as Java's ``create_tag``.
+
+        Args:
+            name: the tag's name.
+            snapshot_id: the snapshot to tag (an expired one is taken from a tag that still holds it).
+            time_retained: its retention (``"7 d"``; default: ``tag.default-time-retained``, else none).
+            ignore_if_exists: an existing tag is left as it is (``alreadyExisted``), not refused.
+            replace: an existing tag is overwritten.
+            dry_run: report, write nothing.
+
+        Example:
+            >>> open_table("/wh/db.db/t").maintenance.create_tag("before-backfill", time_retained="7 d")  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.maintenance.tag_periods import as_duration
+        from airflow_lakeformat.core.paimon.tags import manage
+
+        return manage.create_tag(
+            self.table,
+            name,
+            snapshot_id,
+            as_duration(time_retained, "time_retained"),
+            ignore_if_exists=ignore_if_exists,
+            replace=replace,
+            dry_run=dry_run,
+        )
+
+    def delete_tag(self, name: str, *, dry_run: bool = False) -> TagResult:
+        """Delete tag ``name``: its file only; files only it held are left to expiry and orphan cleanup."""
+        from airflow_lakeformat.core.paimon.tags import manage
+
+        return manage.delete_tag(self.table, name, dry_run=dry_run)
+
+    def list_tags(self) -> TagResult:
+        """Every tag: name, snapshot, schema, create time, retention and when it expires (``result.tags``)."""
+        from airflow_lakeformat.core.paimon.tags import manage
+
+        return manage.list_tags(self.table)
+
+    def expire_tags(
+        self, older_than: OlderThan = None, dry_run: bool = False, now: datetime | None = None
+    ) -> TagResult:
+        """Delete tags whose ``tagTimeRetained`` has passed, and with ``older_than`` (a duration, or a local
+        timestamp) those created before it (Java's ``TagTimeExpire``; no create time: the file's mtime)."""
+        from airflow_lakeformat.core.paimon.tags import manage
+        from airflow_lakeformat.core.paimon.tags.tag_expiry import parse_older_than
+
+        return manage.expire_tags(
+            self.table, older_than=parse_older_than(older_than), dry_run=dry_run, now=now
+        )
+
+    def create_scheduled_tag(
+        self,
+        when: datetime,
+        *,
+        period: str | None = None,
+        period_duration: timedelta | str | None = None,
+        formatter: str | None = None,
+        num_retained_max: int | None = None,
+        time_retained: timedelta | str | None = None,
+        snapshot_id: int | None = None,
+        time_zone: str | None = None,
+        dry_run: bool = False,
+    ) -> TagResult:
+        """The tag of the period that ended at ``when``, named as Paimon's ``tag.creation-period`` names it, then
+        ``tag.num-retained-max`` over the auto tags; idempotent (an existing tag is left as it is).
+
+        Args:
+            when: the period's end (a DAG run's data interval end); aware: read in ``time_zone`` (default UTC).
+            period, period_duration, formatter: over the table's ``tag.creation-period``,
+                ``tag.creation-period-duration``, ``tag.period-formatter``.
+            num_retained_max: over ``tag.num-retained-max``.
+            time_retained: over ``tag.default-time-retained``.
+            snapshot_id: the snapshot to tag (default: the latest).
+            time_zone: the zone of the wall clock periods are named in.
+            dry_run: report, change nothing.
+        """
+        from airflow_lakeformat.core.maintenance.tag_periods import as_duration, wall_clock
+        from airflow_lakeformat.core.paimon.tags import manage
+
+        overrides = {
+            "tag.creation-period": period,
+            "tag.creation-period-duration": as_duration(period_duration, "period_duration"),
+            "tag.period-formatter": formatter,
+        }
+        return manage.create_period_tag(
+            self.table,
+            wall_clock(when, time_zone),
+            overrides=overrides,
+            num_retained_max=num_retained_max,
+            time_retained=as_duration(time_retained, "time_retained"),
+            snapshot_id=snapshot_id,
+            dry_run=dry_run,
+        )
 
 
 # The Iceberg half lives beside this module; importing it here keeps ``core.table_maintenance`` the one name.

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.maintenance.orphans import IcebergOrphanResult
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.maintenance.deletion import FileDeleter
+    from airflow_lakeformat.core.maintenance.tag_results import TagResult
 
 ManifestMode = Literal["full", "minor"]
 #: The Iceberg snapshot summary property naming the commit user (an Iceberg snapshot has no field for it).
@@ -408,6 +409,94 @@ class IcebergMaintenance(MaintenanceBase):
         from airflow_lakeformat.core.iceberg.maintenance.delete_compaction import compact_deletes
 
         return compact_deletes(self.table, options, dry_run=dry_run)
+
+    # -- tags (docs/tags.md): the same methods and result shape as Paimon's ---------------------------
+
+    def create_tag(
+        self,
+        name: str,
+        snapshot_id: int | None = None,
+        time_retained: timedelta | str | None = None,
+        *,
+        ignore_if_exists: bool = False,
+        replace: bool = False,
+        dry_run: bool = False,
+    ) -> TagResult:
+        """Create tag ``name`` on ``snapshot_id`` (default: the current snapshot) through pyiceberg's
+        ``manage_snapshots``; ``time_retained`` is its ``max-ref-age-ms`` (``"7 d"``; default: none).
+        ``ignore_if_exists`` leaves an existing tag as it is; ``replace`` moves it; ``dry_run`` commits nothing.
+
+        Example:
+            >>> open_table("/wh/db/events").maintenance.create_tag("before-backfill")  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.iceberg.maintenance import tags
+        from airflow_lakeformat.core.maintenance.tag_periods import as_duration
+
+        return tags.create_tag(
+            self.table,
+            name,
+            snapshot_id,
+            as_duration(time_retained, "time_retained"),
+            ignore_if_exists=ignore_if_exists,
+            replace=replace,
+            dry_run=dry_run,
+        )
+
+    def delete_tag(self, name: str, *, dry_run: bool = False) -> TagResult:
+        """Remove tag ``name`` (the ref only: its snapshot and files go with a later snapshot expiry)."""
+        from airflow_lakeformat.core.iceberg.maintenance import tags
+
+        return tags.delete_tag(self.table, name, dry_run=dry_run)
+
+    def list_tags(self) -> TagResult:
+        """Every tag: name, snapshot, schema, ``max-ref-age-ms`` and when it expires (``result.tags``)."""
+        from airflow_lakeformat.core.iceberg.maintenance import tags
+
+        return tags.list_tags(self.table)
+
+    def expire_tags(
+        self, older_than: OlderThan = None, dry_run: bool = False, now: datetime | None = None
+    ) -> TagResult:
+        """Remove tags whose ``max-ref-age-ms`` (else ``history.expire.max-ref-age-ms``) has passed since their
+        snapshot, whose snapshot is missing, and with ``older_than`` (a duration or a timestamp, naive = UTC)
+        those whose snapshot is older."""
+        from airflow_lakeformat.core.iceberg.maintenance import tags
+
+        return tags.expire_tags(self.table, older_than=older_than, dry_run=dry_run, now=now)
+
+    def create_scheduled_tag(
+        self,
+        when: datetime,
+        *,
+        period: str | None = None,
+        period_duration: timedelta | str | None = None,
+        formatter: str | None = None,
+        num_retained_max: int | None = None,
+        time_retained: timedelta | str | None = None,
+        snapshot_id: int | None = None,
+        time_zone: str | None = None,
+        dry_run: bool = False,
+    ) -> TagResult:
+        """The tag of the period that ended at ``when``, named by Paimon's ``tag.creation-period`` rules (the
+        arguments; defaults daily, with_dashes), then ``num_retained_max`` over those auto tags; idempotent.
+        Arguments as for the Paimon facade's method."""
+        from airflow_lakeformat.core.iceberg.maintenance import tags
+        from airflow_lakeformat.core.maintenance.tag_periods import as_duration, wall_clock
+
+        overrides = {
+            "tag.creation-period": period,
+            "tag.creation-period-duration": as_duration(period_duration, "period_duration"),
+            "tag.period-formatter": formatter,
+        }
+        return tags.create_period_tag(
+            self.table,
+            wall_clock(when, time_zone),
+            overrides=overrides,
+            num_retained_max=num_retained_max,
+            time_retained=as_duration(time_retained, "time_retained"),
+            snapshot_id=snapshot_id,
+            dry_run=dry_run,
+        )
 
 
 def compaction_arguments(
