@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -28,7 +29,12 @@ from airflow_lakeformat.core.paimon import binary_row
 from airflow_lakeformat.core.paimon.create import create_table, schema_from_fields
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.manifest import DataFileMeta, FileKind, FileSource, ManifestEntry
-from airflow_lakeformat.core.paimon.merge_tree.kv_files import read_kv, write_kv
+from airflow_lakeformat.core.paimon.merge_tree.kv_files import (
+    holds_retractions,
+    read_kv,
+    retraction_check,
+    write_kv,
+)
 from airflow_lakeformat.core.paimon.merge_tree.kv_schema import (
     KEY_FIELD_ID_START,
     SEQUENCE_NUMBER,
@@ -397,3 +403,23 @@ def test_write_kv_refuses_other_formats_and_honours_per_level_compression(tmp_pa
         == "ZSTD"
     )
     assert write(table, [kv.slice(0, 0)], level=3) == []
+
+
+def test_retractions_are_read_from_the_rows_not_the_metadata(tmp_path: Path) -> None:
+    """pypaimon 2.1 records ``_DELETE_ROW_COUNT`` 0 for files holding -D rows: a zero is checked on the rows."""
+    table = make_table(tmp_path / "t")
+    kv = kv_rows(table.schema, 30)
+    with_deletes = write(table, [kv])[0]
+    clean_rows = kv.filter(pc.equal(kv.column(VALUE_KIND), 0))
+    clean = write(table, [clean_rows])[0]
+    assert with_deletes.delete_row_count and clean.delete_row_count == 0
+    assert holds_retractions(table, entry_for(with_deletes), table.schema)
+    assert not holds_retractions(table, entry_for(clean), table.schema)
+    lying = DataFileMeta({**with_deletes.record, "_DELETE_ROW_COUNT": 0})
+    unknown = DataFileMeta(
+        {**clean.record, "_FILE_NAME": "data-unknown-0.parquet", "_DELETE_ROW_COUNT": None}
+    )
+    entries = {m.file_name: entry_for(m) for m in (lying, clean, unknown)}
+    check = retraction_check(table, table.schema, entries)
+    assert check(lying) and not check(clean)
+    assert check(unknown)  # null: may hold deletes, without reading (the file does not even exist)

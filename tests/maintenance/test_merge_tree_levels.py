@@ -440,3 +440,27 @@ def test_small_file_ratio_option(ratio: str, expected: str) -> None:
     unit = create_unit([LevelSortedRun(0, SortedRun((f,))) for f in (a, b)], 5, 2)
     kinds = {kind for kind, _ in _describe(unit_actions(unit, ORDER, max_level=5, drop_deletes=True, opts=o))}
     assert kinds == {expected}
+
+
+def test_the_caller_decides_which_files_may_hold_deletes() -> None:
+    o = CompactionOptions(target_file_size=100)
+    lying = meta(80, 0, 0, 9, deletes=0, name="lying")
+    unit = create_unit([LevelSortedRun(0, SortedRun((lying,)))], 5, 1)
+    assert _describe(unit_actions(unit, ORDER, max_level=5, drop_deletes=True, opts=o)) == [
+        ("upgrade", ("lying", 5))
+    ]
+    asked: list[str] = []
+
+    def reads_rows(f: DataFileMeta) -> bool:
+        asked.append(f.file_name)
+        return True
+
+    actions = unit_actions(unit, ORDER, max_level=5, drop_deletes=True, opts=o, may_hold_deletes=reads_rows)
+    assert _describe(actions) == [("rewrite", ["lying"])] and asked == ["lying"]
+    # Below the max level nobody is asked.
+    asked.clear()
+    lower = create_unit(
+        [LevelSortedRun(0, SortedRun((lying,))), LevelSortedRun(4, SortedRun((meta(90, 4, 20, 29),)))], 5, 1
+    )
+    unit_actions(lower, ORDER, max_level=5, drop_deletes=False, opts=o, may_hold_deletes=reads_rows)
+    assert asked == []

@@ -5,7 +5,20 @@ The contract of issue 27 names this module; the two halves live in their own mod
 
 from __future__ import annotations
 
-from airflow_lakeformat.core.paimon.merge_tree.kv_read import read_kv, to_kv_table
+from airflow_lakeformat.core.paimon.merge_tree.kv_read import (
+    holds_retractions,
+    read_kv,
+    retraction_check,
+    to_kv_table,
+)
 from airflow_lakeformat.core.paimon.merge_tree.kv_write import level_format, thin_mode, write_kv
 
-__all__ = ["level_format", "read_kv", "thin_mode", "to_kv_table", "write_kv"]
+__all__ = [
+    "holds_retractions",
+    "level_format",
+    "read_kv",
+    "retraction_check",
+    "thin_mode",
+    "to_kv_table",
+    "write_kv",
+]

@@ -12,13 +12,19 @@
   Parquet or with an external path (``UnsupportedFormatError``), written with a schema whose field list
   differs from the current one (``MaintenanceRefusedError``: schema evolution of key-value files is not
   implemented), a column whose type cannot be cast (``UnsupportedFormatError``).
+* **Retractions** (:func:`holds_retractions`, :func:`retraction_check`): whether a file holds -U/-D rows, read
+  from its ``_VALUE_KIND`` column. ``_DELETE_ROW_COUNT`` cannot be trusted for that: pypaimon 2.1 records 0
+  for files holding -D rows, and a file upgraded to the max level with -D rows in it is read raw (no merge),
+  so its -D rows would show as rows.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from airflow_lakeformat.core.errors import (
@@ -27,9 +33,10 @@ from airflow_lakeformat.core.errors import (
     MissingMetadataError,
     UnsupportedFormatError,
 )
-from airflow_lakeformat.core.paimon.manifest import ManifestEntry
+from airflow_lakeformat.core.paimon.manifest import DataFileMeta, ManifestEntry
 from airflow_lakeformat.core.paimon.merge_tree.kv_schema import (
     KEY_PREFIX,
+    RETRACT_KINDS,
     SEQUENCE_NUMBER,
     VALUE_KIND,
     key_column,
@@ -144,3 +151,49 @@ def to_kv_table(data: pa.Table, schema: TableSchema, where: str) -> pa.Table:
             raise CorruptMetadataError(where, f"NOT NULL column {name!r} holds {column.null_count} nulls")
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=target)
+
+
+def holds_retractions(table: Table, entry: ManifestEntry, schema: TableSchema) -> bool:
+    """Whether the file holds rows of kind -U or -D, from its ``_VALUE_KIND`` column (not its metadata).
+
+    Args:
+        table: the table.
+        entry: the file's manifest entry.
+        schema: the current schema (locates the file).
+
+    Example::
+
+        >>> holds_retractions(table, entry, table.schema)
+        False
+    """
+    full, where = data_file_location(table, entry, schema)
+    try:
+        with table.io.fs.open(full, "rb") as handle:
+            kinds = pq.ParquetFile(handle).read(columns=[VALUE_KIND]).column(VALUE_KIND)
+    except FileNotFoundError as exc:
+        raise MissingMetadataError(where, "the live files of the latest snapshot") from exc
+    except (pa.ArrowInvalid, OSError, KeyError) as exc:
+        raise CorruptMetadataError(where, f"cannot read its {VALUE_KIND} column ({exc})") from exc
+    retract = pc.is_in(kinds.cast(pa.int8()), value_set=pa.array(RETRACT_KINDS, pa.int8()))
+    return bool(pc.any(retract).as_py())
+
+
+def retraction_check(
+    table: Table, schema: TableSchema, entries: Mapping[str, ManifestEntry]
+) -> Callable[[DataFileMeta], bool]:
+    """``may_hold_deletes`` for ``universal.unit_actions``: a null or positive ``_DELETE_ROW_COUNT`` says yes
+    (as Java decides); a zero is checked against the file's rows (:func:`holds_retractions`).
+
+    Args:
+        table: the table.
+        schema: the current schema.
+        entries: the bucket's live entries by file name.
+    """
+
+    def may_hold_deletes(f: DataFileMeta) -> bool:
+        count = f.delete_row_count
+        if count is None or count > 0:
+            return True
+        return holds_retractions(table, entries[f.file_name], schema)
+
+    return may_hold_deletes

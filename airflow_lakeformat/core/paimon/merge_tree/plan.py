@@ -35,6 +35,7 @@ from typing import Any
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.manifest import ManifestEntry
 from airflow_lakeformat.core.paimon.merge_tree import refusals
+from airflow_lakeformat.core.paimon.merge_tree.kv_read import retraction_check
 from airflow_lakeformat.core.paimon.merge_tree.levels import (
     KeyOrder,
     level_sorted_runs,
@@ -251,7 +252,10 @@ def _plan_bucket(
         return None
     max_level = levels - 1
     drop = drop_delete(unit.output_level, non_empty_highest_level(files))
-    actions = unit_actions(unit, order, max_level=max_level, drop_deletes=drop, opts=opts)
+    check = retraction_check(table, table.schema, by_name)  # pypaimon records 0 deletes for -D files
+    actions = unit_actions(
+        unit, order, max_level=max_level, drop_deletes=drop, opts=opts, may_hold_deletes=check
+    )
     upgrades = tuple(by_name[a.file.file_name] for a in actions if isinstance(a, Upgrade))
     rewrites = tuple(
         tuple(tuple(by_name[f.file_name] for run in section for f in run.files) for section in a.sections)

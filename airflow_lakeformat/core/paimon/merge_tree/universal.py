@@ -34,12 +34,14 @@ Java classes cited per function: ``compact/UniversalCompaction.java``, ``EarlyFu
   one flushes the pending rewrite and is upgraded (level change only, if its level differs). A pending
   rewrite that is a single one-run section is upgraded file by file instead. An upgrade becomes a rewrite of
   that file alone when the output is the max level and the file may hold deletes (``deleteRowCount > 0`` or
-  null), or with ``compaction.force-rewrite-all-files``.
+  null as Java decides; callers should pass ``kv_read.retraction_check``, which also reads the rows of a file
+  that claims 0, because pypaimon 2.1 records 0 for files holding -D rows), or with
+  ``compaction.force-rewrite-all-files``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -294,7 +296,8 @@ class Rewrite:
 Action = Upgrade | Rewrite
 
 
-def _may_hold_deletes(f: DataFileMeta) -> bool:
+def may_hold_deletes_by_metadata(f: DataFileMeta) -> bool:
+    """``MergeTreeCompactTask#containsDeleteRecords``: ``deleteRowCount`` > 0 or unknown."""
     count = f.delete_row_count
     return count is None or count > 0
 
@@ -306,6 +309,7 @@ def unit_actions(
     max_level: int,
     drop_deletes: bool,
     opts: CompactionOptions,
+    may_hold_deletes: Callable[[DataFileMeta], bool] = may_hold_deletes_by_metadata,
 ) -> list[Action]:
     """``MergeTreeCompactTask#doCompact``: the unit as upgrades and rewrites, in key order.
 
@@ -318,13 +322,15 @@ def unit_actions(
         max_level: the bucket's max level.
         drop_deletes: :func:`drop_delete` for the unit.
         opts: the table's compaction options (small-file threshold, force-rewrite-all-files).
+        may_hold_deletes: whether a file may hold -U/-D rows; asked only of files that would be upgraded
+            to the max level. Pass ``kv_read.retraction_check(...)`` for tables pypaimon wrote.
     """
     out = unit.output_level
     actions: list[Action] = []
     pending: list[tuple[SortedRun, ...]] = []
 
     def upgrade(f: DataFileMeta) -> None:
-        if (out == max_level and _may_hold_deletes(f)) or opts.force_rewrite_all_files:
+        if opts.force_rewrite_all_files or (out == max_level and may_hold_deletes(f)):
             actions.append(Rewrite(((SortedRun((f,)),),), out, drop_deletes))
         elif f.level != out:
             actions.append(Upgrade(f, out))
