@@ -423,3 +423,24 @@ def test_retractions_are_read_from_the_rows_not_the_metadata(tmp_path: Path) -> 
     check = retraction_check(table, table.schema, entries)
     assert check(lying) and not check(clean)
     assert check(unknown)  # null: may hold deletes, without reading (the file does not even exist)
+
+
+def test_write_kv_refuses_input_out_of_key_order(tmp_path: Path) -> None:
+    table = make_table(tmp_path / "t")
+    kv = kv_rows(table.schema, 20)
+    written: list[str] = []
+    with pytest.raises(ValueError, match="not sorted by unique key"):
+        write_kv(
+            table,
+            table.schema,
+            partition=PARTITION,
+            bucket=0,
+            total_buckets=2,
+            level=5,
+            data=[kv.slice(10), kv.slice(0, 10)],
+            target_file_size=1 << 20,
+            written=written,
+        )
+    assert len(written) == 1  # the file begun is reported for orphan accounting
+    with pytest.raises(ValueError, match="not sorted by unique key"):
+        write(table, [kv.slice(0, 10), kv.slice(9)])

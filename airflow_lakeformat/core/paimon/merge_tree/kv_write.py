@@ -1,7 +1,8 @@
 """Writing merged KV rows as new data files of one bucket (Java: ``KeyValueDataFileWriter``,
 ``KeyValueFileWriterFactory``, ``RollingFileWriterImpl``).
 
-* **Input**: KV tables (``kv_schema``), merged, sorted by key in Java's order, each key once. They are
+* **Input**: KV tables (``kv_schema``), merged, sorted by key in Java's order, each key once (checked where
+  chunks meet: a chunk starting at or below the previous chunk's last key raises ValueError). They are
   streamed into one rolling writer: a file is closed once its size reaches ``target_file_size``, checked
   after every chunk (a Parquet row group of about a quarter of the target in memory, at most
   ``MAX_CHUNK_BYTES``) where Java checks every 1000 records; the overshoot is at most one chunk.
@@ -53,6 +54,7 @@ from airflow_lakeformat.core.paimon.merge_tree.kv_schema import (
     kv_arrow_schema,
 )
 from airflow_lakeformat.core.paimon.merge_tree.kv_stats import file_value_stats, key_stats_row
+from airflow_lakeformat.core.paimon.merge_tree.levels import key_order
 from airflow_lakeformat.core.paimon.options import TableOptions, parse_bool
 from airflow_lakeformat.core.paimon.paths import DataFilePaths
 from airflow_lakeformat.core.paimon.schema import TableSchema
@@ -139,6 +141,8 @@ class _KvWriter:
         self.written: list[str] = []
         self.metas: list[DataFileMeta] = []
         self.current: _FileState | None = None
+        self.order = key_order(self.key_types)
+        self.previous_key: bytes | None = None
 
     def write(self, kv: pa.Table) -> None:
         if kv.num_rows == 0:
@@ -187,14 +191,15 @@ class _KvWriter:
 
     def _observe(self, state: _FileState, chunk: pa.Table) -> None:
         keys = [chunk.column(n) for n in self.key_names]
+        first = [internal_values(c.slice(0, 1), t)[0] for c, t in zip(keys, self.key_types, strict=True)]
+        self._check_order(first)
         if state.first_key is None:
-            state.first_key = [
-                internal_values(c.slice(0, 1), t)[0] for c, t in zip(keys, self.key_types, strict=True)
-            ]
+            state.first_key = first
         last = chunk.num_rows - 1
         state.last_key = [
             internal_values(c.slice(last, 1), t)[0] for c, t in zip(keys, self.key_types, strict=True)
         ]
+        self.previous_key = binary_row.encode(state.last_key, self.key_types)
         low, high = pc.min_max(chunk.column(SEQUENCE_NUMBER)).values()
         state.min_seq = low.as_py() if state.min_seq is None else min(state.min_seq, low.as_py())
         state.max_seq = high.as_py() if state.max_seq is None else max(state.max_seq, high.as_py())
@@ -205,6 +210,17 @@ class _KvWriter:
         offset = len(self.full_schema) - len(self.schema.fields)
         for i in range(len(self.schema.fields)):
             state.value_nulls[i] += chunk.column(offset + i).null_count
+
+    def _check_order(self, first: list[Any]) -> None:
+        """Refuse input whose chunks do not follow each other in key order (a caller's bug, caught cheaply)."""
+        if self.previous_key is None:
+            return
+        start = binary_row.encode(first, self.key_types)
+        if not self.order(start) > self.order(self.previous_key):
+            raise ValueError(
+                f"KV input is not sorted by unique key: {first} follows "
+                f"{binary_row.decode(self.previous_key, self.key_types)}; nothing may be committed"
+            )
 
     def _close(self) -> None:
         state, self.current = self.current, None
