@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -58,6 +58,10 @@ DICTIONARY_SAMPLE_ROWS = 10_000
 
 # the locations every writer opened in the current group (thread or executor): what a failed group removes
 _OPENED: ContextVar[list[str] | None] = ContextVar("lakeformat_compaction_opened", default=None)
+# told each location before its file is created (a worker process tells its parent: data_compaction_workers)
+_ANNOUNCE: ContextVar[Callable[[str], None] | None] = ContextVar(
+    "lakeformat_compaction_announce", default=None
+)
 
 
 @contextmanager
@@ -69,6 +73,17 @@ def recording_locations() -> Iterator[list[str]]:
         yield opened
     finally:
         _OPENED.reset(token)
+
+
+@contextmanager
+def announcing_locations(announce: Callable[[str], None]) -> Iterator[None]:
+    """Call ``announce(location)`` before each output file the writers of this thread create meanwhile (so that
+    whoever waits on this process knows every file it may leave, even when it dies before finishing one)."""
+    token = _ANNOUNCE.set(announce)
+    try:
+        yield
+    finally:
+        _ANNOUNCE.reset(token)
 
 
 if TYPE_CHECKING:
@@ -377,9 +392,11 @@ class _RollingWriter:
         name = f"{len(self.locations):05d}-0-{self._write_uuid}.parquet"
         location = self._locations.new_data_location(data_file_name=name, partition_key=self._key)
         self.locations.append(location)
-        opened = _OPENED.get()
+        opened, announce = _OPENED.get(), _ANNOUNCE.get()
         if opened is not None:
             opened.append(location)
+        if announce is not None:
+            announce(location)
         self._output = self._table.table.io.new_output(location)
         self._writer = self._model.create_writer(self._output, self._schema, self._table.metadata.properties)
         kwargs = getattr(self._writer, "_parquet_writer_kwargs", None)

@@ -10,10 +10,11 @@ Follows Java's ``RewriteDataFilesSparkAction.execute`` (1.10.2):
    (``data_compaction_commit``: validated against every commit since the start; conflicting groups are skipped
    and reported, their files discarded).
 
-Who rewrites a batch's groups is pluggable (``rewriter``, a :data:`GroupRewriter`): by default this process,
-``min(max-concurrent-file-group-rewrites, cpus)`` groups at once on threads (:func:`rewrite_in_process`; Java's
-``max-concurrent-file-group-rewrites``, default 5; pyarrow decodes and encodes without the GIL), the results in
-the groups' order whatever the timing; the Spark job (``spark/iceberg_compaction.py``) passes one
+Who rewrites a batch's groups is pluggable (``rewriter``, a :data:`GroupRewriter`): by default
+``min(max-concurrent-file-group-rewrites, cpus)`` groups at once (Java's ``max-concurrent-file-group-rewrites``,
+default 5), in forked worker processes when the batch is large enough and on local disk
+(``data_compaction_workers.rewrite_in_workers``), else on threads of this process (:func:`rewrite_in_process`;
+pyarrow decodes and encodes without the GIL), the results in the groups' order whatever the timing; the Spark job (``spark/iceberg_compaction.py``) passes one
 that maps the groups over executors. Either way each group goes through :func:`rewrite_one`, the one call of
 ``rewrite_group``: a group that fails removes the files it had written (the locations its writers opened, recorded
 per group: ``data_compaction_rewrite.recording_locations``) and, when an input file cannot be read,
@@ -230,8 +231,8 @@ def compact_data(
         where: a partition filter (``"cat = 'a'"``), as for :func:`plan_data_compaction`.
         snapshot_properties: extra summary properties of each ``replace`` snapshot (e.g. the commit user).
         policy: the commit retry policy (default: the table's ``commit.retry.*``).
-        rewriter: who rewrites each batch's groups (default :func:`rewrite_in_process`; the Spark job maps them
-            over executors). Called only when there is something to rewrite.
+        rewriter: who rewrites each batch's groups (default ``data_compaction_workers.rewrite_in_workers``:
+            forked workers or threads; the Spark job maps them over executors). Called only when there is something to rewrite.
 
     Returns:
         The result; groups that conflict with a concurrent commit are skipped and named in ``conflicts``.
@@ -255,8 +256,11 @@ def compact_data(
     failed: list[str] = []
     properties = dict(snapshot_properties or {})
     partial = plan.options.partial_progress_enabled
-    threads = min(plan.options.max_concurrent_file_group_rewrites, os.cpu_count() or 1)
-    rewriter = rewriter or functools.partial(rewrite_in_process, concurrency=threads)
+    if rewriter is None:
+        from airflow_lakeformat.core.iceberg.maintenance.data_compaction_workers import rewrite_in_workers
+
+        concurrency = min(plan.options.max_concurrent_file_group_rewrites, os.cpu_count() or 1)
+        rewriter = functools.partial(rewrite_in_workers, concurrency=concurrency)
     for batch in batches(plan.groups, plan.options):
         try:
             staged, kept = _commit_batch(table, plan, batch, files, properties, policy, rewriter)
