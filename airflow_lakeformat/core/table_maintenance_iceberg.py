@@ -381,10 +381,10 @@ class IcebergMaintenance(MaintenanceBase):
             >>> table.maintenance.compact_data(options={"min-input-files": "2"}).summary()  # doctest: +SKIP
             >>> table.maintenance.compact_data(strategy="sort", sort_order="id DESC NULLS LAST")  # doctest: +SKIP
         """
+        refuse_options(self.table.name, {"mode": mode}, only="Paimon", this="an Iceberg")
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction_options import CompactionOptions
         from airflow_lakeformat.core.iceberg.maintenance.data_compaction_run import compact_data
 
-        refuse_options(self.table.name, {"mode": mode}, only="Paimon", this="an Iceberg")
         merged, predicate = compaction_arguments(options, where, partitions, min_file_count, target_file_size)
         properties = {COMMIT_USER_PROPERTY: commit_user} if commit_user else None
         chosen: dict[str, str] | CompactionOptions = merged

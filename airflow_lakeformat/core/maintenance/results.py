@@ -112,7 +112,8 @@ def _compact_primary_key(d: Mapping[str, Any]) -> str:
     committed = f"; committed snapshot {d['snapshotId']}" if d.get("snapshotId") is not None else ""
     return (
         f"{head} {verb} {plural(d.get('filesRewritten') or 0, 'file')} ({human_bytes(d.get('bytesRewritten'))})"
-        f"{written}, upgraded {d.get('filesUpgraded') or 0}, in {plural(d.get('groups') or 0, 'bucket')}"
+        f"{written}, {'would upgrade' if d.get('dryRun') else 'upgraded'} {d.get('filesUpgraded') or 0}, in "
+        f"{plural(d.get('groups') or 0, 'bucket')}"
         f"{committed}{tail}"
     )
 
