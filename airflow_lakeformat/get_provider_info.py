@@ -152,6 +152,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lakeformat.operators.compact_data",
                     "airflow_lakeformat.operators.compact_manifests",
                     "airflow_lakeformat.operators.create_tag",
+                    "airflow_lakeformat.operators.expire_partitions",
                     "airflow_lakeformat.operators.expire_snapshots",
                     "airflow_lakeformat.operators.remove_orphan_files",
                     "airflow_lakeformat.operators.validate",

@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_read_commands(add)
     add_maintenance_commands(add)
     add_compaction_commands(add)
+    add_partition_commands(add)
     add_write_commands(add)
     add_create_command(add)
     from airflow_lakeformat.cli.tags import add_tag_commands  # tag create|delete|list, expire-tags
@@ -288,6 +289,53 @@ def add_compaction_commands(add: Adder) -> None:
         metavar="KEY=VALUE",
         help="a rewrite_position_delete_files option by Java's name (repeatable) (default: Java's defaults)",
     )
+
+
+def add_partition_commands(add: Adder) -> None:
+    """``expire-partitions`` (Paimon): it commits one OVERWRITE snapshot unless --dry-run."""
+    expire = add(
+        "expire-partitions",
+        "partitions:expire_partitions",
+        "Paimon: drop the partitions older than the expiration time in one snapshot and commit (unless "
+        "--dry-run), as Paimon's expire_partitions; their files go with a later expire",
+        "lakeformat expire-partitions /wh/db.db/t --expiration-time 30d --timestamp-formatter yyyyMMdd --dry-run",
+    )
+    expire.add_argument(
+        "--expiration-time",
+        type=duration,
+        metavar="DURATION",
+        help="expire partitions older than now minus this, e.g. '30 d' (default: the table's "
+        "partition.expiration-time; required one way or the other)",
+    )
+    expire.add_argument(
+        "--timestamp-formatter",
+        metavar="PATTERN",
+        help="a Java DateTimeFormatter pattern of the partition time, e.g. yyyyMMdd (default: the table's "
+        "partition.timestamp-formatter, else the lenient yyyy-M-d[ H:m:s])",
+    )
+    expire.add_argument(
+        "--timestamp-pattern",
+        metavar="TEMPLATE",
+        help="how the partition values make the time text, e.g. '$dt $hour:00:00' (default: the table's "
+        "partition.timestamp-pattern, else the first partition value)",
+    )
+    expire.add_argument(
+        "--strategy",
+        choices=("values-time", "update-time"),
+        help="values-time: the time in the partition values; update-time: the newest file's creation time "
+        "(default: the table's partition.expiration-strategy, values-time)",
+    )
+    expire.add_argument(
+        "--max-expires",
+        type=count,
+        metavar="N",
+        help="expire at most N partitions per run, the first N in sorted order (default: the table's "
+        "partition.expiration-max-num, 100)",
+    )
+    expire.add_argument(
+        "--dry-run", action="store_true", help="report the partitions, commit nothing (default: commit)"
+    )
+    expire.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
 
 
 def add_write_commands(add: Adder) -> None:

@@ -48,6 +48,7 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.paimon.maintenance.expiry import SnapshotExpiryPlan, SnapshotExpiryResult
     from airflow_lakeformat.core.paimon.maintenance.manifest_compaction import ManifestCompactionResult
     from airflow_lakeformat.core.paimon.maintenance.orphans import OrphanCleanupPlan, OrphanCleanupResult
+    from airflow_lakeformat.core.paimon.maintenance.partition_expiry import PartitionExpiryResult
     from airflow_lakeformat.core.paimon.merge_tree.compaction import PrimaryKeyCompactionResult
     from airflow_lakeformat.core.paimon.merge_tree.plan import PrimaryKeyCompactionPlan
     from airflow_lakeformat.core.paimon.table import Table
@@ -375,6 +376,48 @@ class PaimonMaintenance(MaintenanceBase):
             min_file_count=min_file_count,
             target_file_size=target_file_size,
             committer=committer,
+        )
+
+    def expire_partitions(
+        self,
+        *,
+        expiration_time: timedelta | str | None = None,
+        timestamp_formatter: str | None = None,
+        timestamp_pattern: str | None = None,
+        strategy: str | None = None,
+        max_expires: int | None = None,
+        dry_run: bool = False,
+        now: datetime | None = None,
+        commit_user: str | None = None,
+    ) -> PartitionExpiryResult:
+        """Drop the partitions older than the expiration time in one OVERWRITE snapshot (Paimon's
+        ``expire_partitions``); their files go with a later snapshot expiry. Commits unless ``dry_run``.
+
+        Args:
+            expiration_time: ``"7 d"`` or a ``timedelta`` (default: ``partition.expiration-time``; required).
+            timestamp_formatter: a Java ``DateTimeFormatter`` pattern (``partition.timestamp-formatter``).
+            timestamp_pattern: ``"$dt $hh:00:00"`` (``partition.timestamp-pattern``; default the first value).
+            strategy: ``values-time`` or ``update-time`` (``partition.expiration-strategy``, values-time).
+            max_expires: partitions per run (``partition.expiration-max-num``, 100).
+            dry_run: report, commit nothing.
+            now: the local wall-clock now (default: the clock).
+            commit_user: the commit user of the snapshot (default: a new one per run).
+
+        Example:
+            >>> open_table("/wh/db.db/t").maintenance.expire_partitions(expiration_time="30 d")  # doctest: +SKIP
+        """
+        from airflow_lakeformat.core.paimon.maintenance.partition_expiry import expire_partitions
+
+        return expire_partitions(
+            self.table,
+            expiration_time=expiration_time,
+            timestamp_formatter=timestamp_formatter,
+            timestamp_pattern=timestamp_pattern,
+            strategy=strategy,
+            max_expires=max_expires,
+            dry_run=dry_run,
+            now=now,
+            committer=self._committer(commit_user, dry_run),
         )
 
     def compact_deletes(self, *, dry_run: bool = False, options: Mapping[str, str] | None = None) -> Any:

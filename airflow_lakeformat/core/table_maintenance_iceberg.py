@@ -396,6 +396,16 @@ class IcebergMaintenance(MaintenanceBase):
             self.table, chosen, dry_run=dry_run, where=predicate, snapshot_properties=properties
         )
 
+    def expire_partitions(self, **_: Any) -> Any:
+        """Paimon's ``expire_partitions`` (``partition.expiration-time``): refused by name (:class:`UsageError`),
+        changing nothing; an Iceberg table drops old partitions with a delete by a partition filter."""
+        from airflow_lakeformat.core.errors import UsageError
+
+        raise UsageError(
+            f"expire-partitions: only for Paimon tables ({self.table.name} is an Iceberg table; "
+            "partition.expiration-time is a Paimon option)"
+        )
+
     def compact_deletes(
         self, *, dry_run: bool = False, options: Mapping[str, str] | None = None
     ) -> DeleteCompactionResult:

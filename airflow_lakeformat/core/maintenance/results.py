@@ -187,6 +187,23 @@ def _commit(d: Mapping[str, Any]) -> str:
     )
 
 
+def _expire_partitions(d: Mapping[str, Any]) -> str:
+    """Partition expiry drops partitions in a snapshot; their files stay until a snapshot expiry deletes them."""
+    expired = d.get("partitionsExpired") or []
+    skipped = len(d.get("partitionsSkipped") or [])
+    tail = f"; {skipped} skipped (no partition time)" if skipped else ""
+    waiting = len(d.get("partitionsOverLimit") or [])
+    tail += f"; {waiting} more over max-expires" if waiting else ""
+    if not expired:
+        return f"no partition to expire ({d.get('strategy')}, before {d.get('expireBefore')}){tail}"
+    names = ", ".join(",".join(f"{k}={v}" for k, v in p["spec"].items()) for p in expired[:3])
+    names += ", ..." if len(expired) > 3 else ""
+    files = f"{plural(d.get('files') or 0, 'file')} ({human_bytes(d.get('bytes'))})"
+    if d.get("dryRun"):
+        return f"would expire {plural(len(expired), 'partition')} ({names}): {files}{tail}"
+    return f"expired {plural(len(expired), 'partition')} ({names}): {files} dropped in snapshot {d.get('snapshotId')}{tail}"
+
+
 # A format whose document for an operation has its own fields (Iceberg's random snapshot ids, Java's compaction
 # figures) has its own line, looked up by (operation, format) before the operation's shared one.
 _FORMAT_SUMMARIES: dict[tuple[str, str], Callable[[Mapping[str, Any]], str]] = {
@@ -198,6 +215,7 @@ _SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "remove-orphan-files": _orphans,
     "compact-manifests": _compact_manifests,
     "compact-data": _compact_data,
+    "expire-partitions": _expire_partitions,
     "write": _write,
     "commit": _commit,
 }

@@ -21,9 +21,10 @@ Java: ``core/operation/NormalPartitionExpire.java``, ``core/partition/PartitionV
    ``partition.expiration-max-num`` kept; the partitions themselves are matched by their exact values, never
    by splitting the joined text (apache/paimon#9277).
 5. **Commit** (not in a dry run): one OVERWRITE snapshot whose delta holds a DELETE entry for every live file
-   of those partitions, through the ordinary :class:`~airflow_lakeformat.core.paimon.commit.Committer` (its
-   conflict check: every DELETE must still be live; when a concurrent commit made one stale, the plan is
-   made again on the new latest snapshot, up to :data:`COMMIT_ATTEMPTS` times). Nothing is deleted from
+   of those partitions, through the ordinary :class:`~airflow_lakeformat.core.paimon.commit.Committer`. Java
+   recomputes the drop from the snapshot it commits on; here every publish attempt first checks that the
+   partitions still hold exactly the planned files (a concurrent append or compaction in one of them), and
+   when they do not the plan is made again on the new latest snapshot, up to :data:`COMMIT_ATTEMPTS` times. Nothing is deleted from
    disk: snapshot expiry deletes the files once no retained snapshot or tag references them, and orphan
    cleanup never takes them while one does (both read DELETE entries as references).
 
@@ -416,6 +417,28 @@ def _refuse_indexed(table: Table, snapshot: Snapshot, plan: PartitionExpiryPlan)
 # -- the run -------------------------------------------------------------------------------------
 
 
+def _unchanged_since(table: Table, plan: PartitionExpiryPlan) -> Callable[[Snapshot | None], None]:
+    """A check run before every publish attempt: the partitions to drop still hold exactly the planned files.
+
+    Java recomputes the drop from the snapshot it commits on; here a partition that gained or lost a file since
+    the plan raises :class:`CommitConflictError`, and :func:`expire_partitions` plans again on the new snapshot.
+    """
+    selected = {p.partition for p in plan.expired}
+    planned = {e.identifier() for p in plan.expired for e in p.entries}
+
+    def validate(latest: Snapshot | None) -> None:
+        if latest is None or latest.id == plan.snapshot_id:
+            return
+        live = {e.identifier() for e in live_entries(table, latest) if e.partition in selected}
+        if live != planned:
+            raise CommitConflictError(
+                f"{table.uri}: the partitions to drop changed in snapshot {latest.id} since the plan (snapshot "
+                f"{plan.snapshot_id}); planning again"
+            )
+
+    return validate
+
+
 def expire_partitions(
     table: Table,
     *,
@@ -461,7 +484,9 @@ def expire_partitions(
     committer = committer or Committer(table)
     for attempt in range(1, COMMIT_ATTEMPTS + 1):
         try:
-            committed = committer.commit(plan.delete_entries(), kind=CommitKind.OVERWRITE)
+            committed = committer.commit(
+                plan.delete_entries(), kind=CommitKind.OVERWRITE, validate=_unchanged_since(table, plan)
+            )
         except CommitConflictError:
             if attempt == COMMIT_ATTEMPTS:
                 raise
