@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.paimon import binary_row
 from airflow_lakeformat.core.paimon.manifest import DataFileMeta
 from airflow_lakeformat.core.paimon.merge_tree.levels import (
@@ -244,6 +245,8 @@ def test_num_levels_default_option_and_widening() -> None:
     assert num_levels(TableOptions({"num-sorted-run.compaction-trigger": "3"}), []) == 4
     assert num_levels(TableOptions({"num-levels": "3"}), [meta(level=2)]) == 3
     assert num_levels(TableOptions({"num-levels": "3"}), [meta(level=7)]) == 8
+    with pytest.raises(UnsupportedFormatError, match="at least 2 levels"):
+        num_levels(TableOptions({"num-levels": "1"}), [meta(level=0)])
     assert non_empty_highest_level([]) == -1
     assert non_empty_highest_level([meta(level=0), meta(level=3)]) == 3
 

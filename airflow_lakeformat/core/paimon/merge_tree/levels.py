@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
 
+from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.paimon import binary_row
 from airflow_lakeformat.core.paimon.manifest import DataFileMeta
 from airflow_lakeformat.core.paimon.options import TableOptions
@@ -140,7 +141,13 @@ def num_levels(options: TableOptions, files: Iterable[DataFileMeta]) -> int:
         6
     """
     highest = max((f.level for f in files), default=-1)
-    return max(configured_num_levels(options), highest + 1)
+    count = max(configured_num_levels(options), highest + 1)
+    if count < 2:
+        # Levels' checkArgument: a merge tree needs level 0 and at least one level above it.
+        raise UnsupportedFormatError(
+            "num-levels", f"a merge tree needs at least 2 levels, the table gives {count}"
+        )
+    return count
 
 
 def non_empty_highest_level(files: Iterable[DataFileMeta]) -> int:
