@@ -59,6 +59,7 @@ from pypaimon.consumer.consumer import Consumer  # noqa: E402
 from pypaimon.schema.data_types import AtomicType, DataField, PyarrowFieldParser  # noqa: E402
 from pypaimon.table.file_store_table import FileStoreTable  # noqa: E402
 from pypaimon.table.row.generic_row import GenericRowDeserializer  # noqa: E402
+from pypaimon_pk_scenarios import add_pk_commands  # noqa: E402  (primary-key compaction tables)
 
 DB = "db"
 SEED = 20240101
@@ -844,6 +845,7 @@ def _parser() -> argparse.ArgumentParser:
         "--overwrite", help='overwrite this partition (a JSON object, e.g. {"p": "__DEFAULT_PARTITION__"})'
     )
     append.set_defaults(func=cmd_append)
+    add_pk_commands(sub)  # pk-build, pk-upserts (tests/interop/pypaimon_pk_scenarios.py)
 
     batch = sub.add_parser(
         "batch", help="run several subcommands in one process (pypaimon's import takes ~2.5 s)"
