@@ -167,12 +167,13 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         return super().spark_refusal(table)
 
     def check_table(self, table: LakeTable) -> None:
-        from airflow_lakeformat.core.errors import UnsupportedFormatError
+        from airflow_lakeformat.core.errors import MaintenanceRefusedError, UnsupportedFormatError
 
         try:
-            # Paimon: deletion vectors, changelog producers, merge options; Iceberg: v3
+            # Paimon: deletion vectors, changelog producers (UnsupportedFormatError), merge options the merge-tree
+            # compaction does not implement (MaintenanceRefusedError); Iceberg: v3
             table.maintenance.check_compact_data(mode=_text(self.mode))
-        except UnsupportedFormatError as exc:
+        except (UnsupportedFormatError, MaintenanceRefusedError) as exc:
             if as_bool(self.skip_unsupported, "skip_unsupported"):
                 raise AirflowSkipException(f"skipped: {exc}") from None
             raise

@@ -219,3 +219,26 @@ def test_pypaimon_reads_the_same_rows_after_a_full_compaction_and_its_next_upser
     oracle_append(root, [row])
     after = oracle_read(root)
     assert len(after) == len(before) and row in after and before[0] not in after, "the upsert wins"
+
+
+def test_the_operator_checks_the_mode_and_keeps_primary_key_tables_off_spark(tmp_path: Path) -> None:
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_lakeformat.core.errors import UnsupportedFormatError
+    from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
+
+    table = pk_table(tmp_path / "t")
+    lake = open_table(table.root)
+    auto = LakeformatCompactDataOperator(task_id="auto", table="x", mode="full", spark_min_files=0)
+    assert auto.choose_execution(lake) == "local", "no Spark job merges by key yet: auto runs in the worker"
+    with pytest.raises(UnsupportedFormatError, match="does not run the merge-tree compaction"):
+        LakeformatCompactDataOperator(task_id="spark", table="x", execution="spark").choose_execution(lake)
+    auto.check_table(lake)
+    refused = open_table(
+        pk_table(
+            tmp_path / "u", **{"merge-engine": "aggregation", "fields.v.aggregate-function": "rbm64"}
+        ).root
+    )
+    skipping = LakeformatCompactDataOperator(task_id="skip", table="x", skip_unsupported=True)
+    with pytest.raises(AirflowSkipException, match="rbm64"):
+        skipping.check_table(refused)
