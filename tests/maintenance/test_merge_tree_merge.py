@@ -156,9 +156,9 @@ def test_first_row_keeps_the_oldest_record() -> None:
     rows = [
         {"k": 1, "v": "new", "seq": 5},
         {"k": 1, "v": "old", "seq": 2},
-        {"k": 2, "v": "x", "seq": 3, "kind": D},
+        {"k": 2, "v": "x", "seq": 3, "kind": UA},
     ]
-    assert rows_of(merged(schema, rows), "k", "v", "kind") == [(1, "old", INS), (2, "x", D)]
+    assert rows_of(merged(schema, rows), "k", "v", "kind") == [(1, "old", INS), (2, "x", UA)]
 
 
 def test_first_row_refuses_retractions_unless_ignore_delete() -> None:
@@ -171,8 +171,21 @@ def test_first_row_refuses_retractions_unless_ignore_delete() -> None:
         merged(make_schema(KV, options={"merge-engine": "first-row"}), rows)
     schema = make_schema(KV, options={"merge-engine": "first-row", "first-row.ignore-delete": "true"})
     assert rows_of(merged(schema, rows), "k", "v") == [(1, "b"), (2, "c")]
-    only_retractions = [{"k": 1, "seq": 1, "kind": D}, {"k": 1, "seq": 2, "kind": UB}]
+    only_retractions = [
+        {"k": 1, "seq": 1, "kind": D},
+        {"k": 1, "seq": 2, "kind": UB},
+        {"k": 2, "seq": 3, "kind": D},
+    ]
     assert merged(schema, only_retractions) == []
+
+
+def test_first_row_applies_the_function_to_a_lone_record_too() -> None:
+    """Java compacts first-row through the lookup rewriter (no reducer): a lone retraction meets the function."""
+    lone = [{"k": 1, "v": "a", "seq": 1}, {"k": 2, "v": "b", "seq": 2, "kind": D}]
+    with pytest.raises(MaintenanceRefusedError, match=r"first-row.*_KEY_k=2"):
+        merged(make_schema(KV, options={"merge-engine": "first-row"}), lone)
+    schema = make_schema(KV, options={"merge-engine": "first-row", "ignore-delete": "true"})
+    assert rows_of(merged(schema, lone), "k") == [(1,)]
 
 
 # -- partial-update --------------------------------------------------------------------------------------
@@ -471,6 +484,7 @@ def test_many_keys_many_versions_stay_aligned() -> None:
     ("options", "named"),
     [
         ({"merge-engine": "upsert"}, "'merge-engine'='upsert'"),
+        ({"merge-engine": "partial-update", "force-lookup": "true"}, "'force-lookup'='true'"),
         ({"sequence.snapshot-ordering": "true"}, "'sequence.snapshot-ordering'"),
         ({"sequence.field": "nope"}, "'sequence.field'='nope'"),
         ({"sequence.field": "n", "sequence.field.sort-order": "up"}, "'sequence.field.sort-order'='up'"),

@@ -240,7 +240,10 @@ def reference(engine: str, options: dict[str, str], records: list[dict], drop: b
         while j < len(ordered) and _cmp_nulls_first(ordered[j]["k"], ordered[i]["k"]) == 0:
             j += 1
         run = ordered[i:j]
-        result = run[0] if len(run) == 1 else _merge_function(engine, options, run)
+        # ReducerMergeFunctionWrapper: a lone record skips the function; first-row compacts through the lookup
+        # rewriter's FirstRowMergeFunctionWrapper, which has no such shortcut.
+        lone = len(run) == 1 and engine != "first-row"
+        result = run[0] if lone else _merge_function(engine, options, run)
         if result is not None and not (drop and result["kind"] in (UB, D)):
             out.append(result)
         i = j

@@ -7,8 +7,11 @@ values) and the merge function only sees keys with several records:
 
 * ``deduplicate`` (``DeduplicateMergeFunction``): the last record, whatever its kind; with ``ignore-delete``
   retractions are skipped (no row when all are retractions).
-* ``first-row`` (``FirstRowMergeFunction``): the first record; a retraction fails the merge unless
-  ``ignore-delete``, which skips it.
+* ``first-row`` (``FirstRowMergeFunction``): the first record. Java always compacts first-row tables with
+  the lookup rewriter (``LookupMergeTreeCompactRewriter`` + ``FirstRowMergeFunctionWrapper``, no reducer), so
+  here EVERY key, a lone record included, goes through the function: a retraction fails the merge unless
+  ``ignore-delete``, which skips it (no row when nothing else is left). Only a full compaction is equal to
+  Java's (a lower output level must also drop keys present above it, which the lookup does).
 * ``partial-update`` (``PartialUpdateMergeFunction`` without sequence groups): each field's last non-null
   value, the key of the last record; the sequence number is the last record's (retractions skipped by
   ``ignore-delete`` leave it, 0 when none is left); a first record that is a retraction initialises the row with
@@ -84,18 +87,17 @@ def _pick(kv: pa.Table, spec: MergeSpec, order: MergeOrder, kinds: np.ndarray) -
     positions = order.starts if first else order.ends - 1
     retract = _RETRACT_KINDS[kinds]
     multi = order.sizes > 1
-    if first and not spec.ignore_delete:
-        bad = multi & _reduce(np.logical_or, retract, order.starts, order.ends)
-        if bad.any():
-            row = int(order.indices[order.starts[np.flatnonzero(bad)[0]]])
-            raise MaintenanceRefusedError(
-                spec.where,
-                f"first-row merge engine: key {describe_key(kv, spec, row)} has a DELETE/UPDATE_BEFORE record "
-                "among several records, which Paimon cannot merge unless 'ignore-delete' is set",
-            )
+    if first and not spec.ignore_delete and retract.any():
+        row = int(order.indices[np.flatnonzero(retract)[0]])
+        raise MaintenanceRefusedError(
+            spec.where,
+            f"first-row merge engine: key {describe_key(kv, spec, row)} has a DELETE/UPDATE_BEFORE record, "
+            "which Paimon cannot merge unless 'ignore-delete' is set",
+        )
     if spec.ignore_delete and retract.any():
         eligible = ~retract
-        eligible[order.starts[~multi]] = True  # a lone record passes through unchanged
+        if not first:
+            eligible[order.starts[~multi]] = True  # a lone record passes the reducer unchanged
         index = np.arange(kinds.size, dtype=np.int64)
         if first:
             positions = _reduce(np.minimum, np.where(eligible, index, kinds.size), order.starts, order.ends)

@@ -10,7 +10,9 @@ sequence groups (``fields.<f>.sequence-group``) and ``partial-update.remove-reco
 partial-update aggregate functions (Java requires sequence groups for them), the aggregate functions
 ``collect``, ``merge_map``, ``merge_map_with_keytime``, ``nested_update``, ``nested_partial_update``,
 ``theta_sketch``, ``hll_sketch``, ``rbm32``, ``rbm64`` (and any unknown name), ``product`` of DECIMAL, and
-sort keys of nested types.
+sort keys of nested types, ``force-lookup`` (Java then compacts through ``LookupMergeTreeCompactRewriter``,
+which merges the values of higher levels into lower-level output; first-row tables always compact so, and
+``merge_kv`` applies the first-row function to every key as that rewriter does).
 
 The aggregate function of a field (``AggregateMergeFunction#getAggFuncName``), first match wins: a
 sequence field uses ``last_value``, a primary-key field ``primary_key``, then ``fields.<f>.aggregate-function``,
@@ -141,6 +143,10 @@ class MergeSpec:
             refuse("merge-engine", engine, "is not a merge engine Paimon knows")
         if _bool(options, "sequence.snapshot-ordering", refuse):
             refuse("sequence.snapshot-ordering", "true", "(commit snapshot ids as sequence) is not supported")
+        if engine != "first-row" and _bool(options, "force-lookup", refuse):
+            refuse(
+                "force-lookup", "true", "(compaction through lookup, which merges keys of higher levels in)"
+            )
         sequence_fields = _sequence_fields(schema, engine, refuse)
         order = options.get("sequence.field.sort-order", "ascending").strip().lower()
         if order not in ("ascending", "descending"):
