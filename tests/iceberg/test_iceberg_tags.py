@@ -172,3 +172,18 @@ def test_cli_tags_on_iceberg(tmp_path: Path) -> None:
         "deleted"
     ]
     assert "v1" not in _refs(root)
+
+
+def test_snapshot_expiry_keeps_the_snapshot_and_files_of_a_tag_we_made(tmp_path: Path) -> None:
+    lake, ids = _table(tmp_path)
+    m = lake.maintenance
+    m.create_tag("keep", ids[0])
+    result = m.expire_snapshots(
+        dry_run=False, older_than=datetime.now(timezone.utc) + timedelta(seconds=1), retain_last=1
+    )
+    assert (
+        ids[1] in result.to_json()["snapshotsExpired"] and ids[0] not in result.to_json()["snapshotsExpired"]
+    )
+    pyt = open_path_table(m.table.root).table
+    assert pyt.metadata.snapshot_by_id(ids[1]) is None
+    assert pyt.scan(snapshot_id=ids[0]).to_arrow().column("id").to_pylist() == [1]
