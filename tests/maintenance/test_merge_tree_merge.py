@@ -586,3 +586,18 @@ def test_empty_input_gives_an_empty_table() -> None:
     schema = make_schema(KV)
     empty = kv_table(schema, [])
     assert merge_kv(empty, MergeSpec.from_schema(schema, "t"), drop_deletes=True).num_rows == 0
+
+
+@pytest.mark.parametrize("engine", ["deduplicate", "first-row", "partial-update", "aggregation"])
+def test_output_keeps_the_kv_schema_field_ids_and_nullability(engine: str) -> None:
+    fields = {"k": "INT NOT NULL", "s": "INT NOT NULL", "v": "STRING"}
+    options = (
+        {"merge-engine": engine, "fields.s.aggregate-function": "sum"} if engine == "aggregation" else {}
+    )
+    schema = make_schema(fields, options=options | {"merge-engine": engine})
+    kv = kv_table(
+        schema, [{"k": 2, "s": 1, "seq": 1}, {"k": 1, "s": 2, "seq": 2}, {"k": 2, "s": 3, "v": "x", "seq": 3}]
+    )
+    out = merge_kv(kv, MergeSpec.from_schema(schema, "t"), drop_deletes=False)
+    assert out.schema.equals(kv.schema, check_metadata=True)
+    assert out.column("_KEY_k").to_pylist() == [1, 2]

@@ -105,6 +105,8 @@ class MergeSpec:
     descending when ``sequence_descending`` (``sequence.field.sort-order``). ``remove_record_on_delete`` is
     ``partial-update.remove-record-on-delete`` or ``aggregation.remove-record-on-delete`` (per engine).
     ``aggregates`` has one entry per table field, in schema order (aggregation engine only).
+    ``ignore_update_before`` is read for completeness: Java applies it when writing (``RowKindFilter``), no merge
+    function reads it, so neither does ``merge_kv``.
     """
 
     engine: str
@@ -112,7 +114,6 @@ class MergeSpec:
     key_columns: tuple[str, ...]
     fields: tuple[str, ...]
     not_null_fields: frozenset[str]
-    field_types: tuple[DataType, ...]
     sequence_fields: tuple[str, ...] = ()
     sequence_descending: bool = False
     ignore_delete: bool = False
@@ -165,7 +166,6 @@ class MergeSpec:
             key_columns=tuple(key_columns(schema)),
             fields=tuple(f.name for f in schema.fields),
             not_null_fields=frozenset(f.name for f in schema.fields if not f.type.nullable),
-            field_types=tuple(f.type for f in schema.fields),
             sequence_fields=sequence_fields,
             sequence_descending=order == "descending",
             ignore_delete=ignore_delete,
