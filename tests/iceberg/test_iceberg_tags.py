@@ -17,6 +17,7 @@ from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
 from airflow_lakeformat.core.maintenance.tag_results import TagAlreadyExistsError
 from airflow_lakeformat.core.tables import IcebergLakeTable, open_table
 from tests.iceberg import expiry_support as support
+from tests.support.java_iceberg import JavaIcebergWarehouse
 
 
 def _table(tmp_path: Path, kind: str = "hadoop") -> tuple[IcebergLakeTable, list[int]]:
@@ -187,3 +188,32 @@ def test_snapshot_expiry_keeps_the_snapshot_and_files_of_a_tag_we_made(tmp_path:
     pyt = open_path_table(m.table.root).table
     assert pyt.metadata.snapshot_by_id(ids[1]) is None
     assert pyt.scan(snapshot_id=ids[0]).to_arrow().column("id").to_pylist() == [1]
+
+
+@pytest.mark.interop
+@pytest.mark.slow
+def test_java_iceberg_reads_our_tag_and_its_retention(
+    fresh_java_iceberg_warehouse: JavaIcebergWarehouse,
+) -> None:
+    """Java Iceberg 1.10.2 sees a tag made through the facade: the ref with its max-ref-age-ms, and the rows of
+    the tagged snapshot (one request to the shared oracle)."""
+    table_info = fresh_java_iceberg_warehouse.tables["v2_cow"]
+    lake = open_table(table_info["path"])
+    assert isinstance(lake, IcebergLakeTable)
+    first = min(lake.native.metadata.snapshots, key=lambda s: s.sequence_number or 0).snapshot_id
+    lake.maintenance.create_tag("ours", first, "7 d")
+    identifier = table_info["identifier"]
+    by_tag, by_id, snapshots = fresh_java_iceberg_warehouse.batch(
+        [
+            ["rows", "--table", identifier, "--ref", "ours"],
+            ["rows", "--table", identifier, "--snapshot", str(first)],
+            ["snapshots", "--table", identifier],
+        ]
+    )
+    assert by_tag == by_id
+    ref = snapshots["refs"]["ours"]
+    assert (ref["type"].lower(), ref["snapshot_id"], ref["max_reference_age_in_ms"]) == (
+        "tag",
+        first,
+        7 * 86_400_000,
+    )
