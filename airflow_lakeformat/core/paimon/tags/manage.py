@@ -270,8 +270,10 @@ def create_period_tag(
     )
     result.decisions.insert(0, f"period {handler.description}: the period ending {when} is tag {name}")
     if num_retained_max is None:
-        configured = options.get("tag.num-retained-max")
-        num_retained_max = int(configured) if configured and configured.strip() else None
+        configured = (options.get("tag.num-retained-max") or "").strip()
+        if configured and not configured.isdigit():
+            raise UsageError(f"{table.uri}: table option tag.num-retained-max={configured!r} is not a count")
+        num_retained_max = int(configured) if configured else None
     if num_retained_max is None:
         return result
     doomed = oldest_auto_tags(result.tags, handler, num_retained_max)
