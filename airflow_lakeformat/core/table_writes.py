@@ -257,6 +257,7 @@ class PaimonWrites:
         commit_user: str | None,
         commit_identifier: int | None,
         overwrite: Overwrite = None,
+        row_kind_column: str | None = None,
     ) -> PaimonCommitted:
         """Write ``rows`` as data files (or register ``paths``, files already in the table's layout) and commit
         them as one APPEND or OVERWRITE snapshot: the CLI's ``write`` and ``commit``. Exactly once per commit user
@@ -269,6 +270,9 @@ class PaimonWrites:
             commit_user: the commit user (None: a new ``lakeformat-<uuid>``).
             commit_identifier: the commit identifier (None: Paimon's batch identifier).
             overwrite: ``"*"`` or a partition (``k=v[,k=v]`` or a dict) the new files replace.
+            row_kind_column: primary-key tables only: the input column holding each row's kind (``+I``,
+                ``-U``, ``+U``, ``-D``); the table's ``rowkind.field`` is used without it. The rows of a
+                primary-key table are written as Paimon's writer does (``core/paimon/write/pk_writes.py``).
 
         Example:
             >>> table.writes().commit(rows, commit_user="etl", commit_identifier=7).to_json()  # doctest: +SKIP
@@ -282,6 +286,22 @@ class PaimonWrites:
         self.check_overwrite(overwrite)
         replace, partition_filter = _paimon_overwrite(overwrite)
         identifier = BATCH_COMMIT_IDENTIFIER if commit_identifier is None else commit_identifier
+        self._check_row_kinds(rows, row_kind_column)
+        if rows is not None and self.table.schema.is_primary_key_table:
+            from airflow_lakeformat.core.paimon.write.pk_writes import write_primary_key_rows
+
+            done = write_primary_key_rows(
+                self.table,
+                rows,
+                commit_user=commit_user,
+                commit_identifier=identifier,
+                overwrite=replace,
+                partition_filter=partition_filter,
+                row_kind_column=row_kind_column,
+                commit_empty=True,
+            )
+            assert done.result is not None  # commit_empty
+            return PaimonCommitted(done.result, done.added, done.deletes, done.discarded)
         committer = Committer(self.table, commit_user)
         if rows is not None:
             added = write_data_files(self.table, rows)
@@ -325,10 +345,13 @@ class PaimonWrites:
         overwrite: Overwrite = None,
         dry_run: bool = False,
         overwrite_filter: str | None = None,
+        row_kind_column: str | None = None,
     ) -> dict[str, Any]:
         """Write ``rows`` as data files and commit them once. ``rows`` may be a function returning them, not
         called when an earlier try's snapshot holds the write. A dry run reads and counts the rows, writes
-        nothing. ``overwrite_filter`` is refused (``ValueError``: Iceberg only)."""
+        nothing. ``overwrite_filter`` is refused (``ValueError``: Iceberg only). On a primary-key table the
+        rows are upserted as Paimon's writer does (level-0 files, ``core/paimon/write/pk_writes.py``);
+        ``row_kind_column`` names the input column holding each row's kind (``+I``, ``-U``, ``+U``, ``-D``)."""
         from airflow_lakeformat.core.paimon.commit import Committer
         from airflow_lakeformat.core.paimon.snapshot import CommitKind
         from airflow_lakeformat.core.paimon.write.data_files import write_data_files
@@ -344,6 +367,11 @@ class PaimonWrites:
         if landed is not None:
             return {**EMPTY_WRITE, "snapshotId": landed.id, "alreadyCommitted": True}
         data = rows() if callable(rows) else rows
+        self._check_row_kinds(data, row_kind_column)
+        if self.table.schema.is_primary_key_table:
+            return self._write_pk_rows(
+                data, committer, commit_identifier, overwrite, row_kind_column, dry_run
+            )
         if dry_run:
             return dry_run_fields(data, started)
         entries = write_data_files(self.table, data)
@@ -374,6 +402,45 @@ class PaimonWrites:
             "commitKind": result.snapshot.commit_kind.value,
             "durationSeconds": round(time.monotonic() - started, 3),
         }
+
+    def _check_row_kinds(self, rows: pa.Table | None, row_kind_column: str | None) -> None:
+        """Row kinds are for primary-key tables' rows only."""
+        if row_kind_column is not None and (rows is None or not self.table.schema.is_primary_key_table):
+            raise UsageError(
+                f"{self.table.uri}: row_kind_column is for rows written into a primary-key table"
+            )
+
+    def _write_pk_rows(
+        self,
+        data: pa.Table,
+        committer: Committer,
+        identifier: int,
+        overwrite: Overwrite,
+        row_kind_column: str | None,
+        dry_run: bool,
+    ) -> dict[str, Any]:
+        """:meth:`write_rows` on a primary-key table (a dry run checks the table and counts the rows)."""
+        from airflow_lakeformat.core.paimon.write.pk_writes import (
+            pk_write_table,
+            write_fields,
+            write_primary_key_rows,
+        )
+
+        started = time.monotonic()
+        if dry_run:
+            pk_write_table(self.table)
+            return dry_run_fields(data, started)
+        replace, partition_filter = _paimon_overwrite(overwrite)
+        done = write_primary_key_rows(
+            self.table,
+            data,
+            commit_user=committer.commit_user,
+            commit_identifier=identifier,
+            overwrite=replace,
+            partition_filter=partition_filter,
+            row_kind_column=row_kind_column,
+        )
+        return write_fields(done, time.monotonic() - started)
 
     def catalog_identifier(self) -> None:
         """A Paimon table is named by its root URI, never by a catalog."""

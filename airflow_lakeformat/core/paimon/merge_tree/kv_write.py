@@ -14,7 +14,8 @@
 * **DataFileMeta** per file, as ``KeyValueDataFileWriter#result`` builds it: a new name
   ``<data-file.prefix><uuid>-<n>.parquet``; the output level; min/max key = the first and last key written,
   serialized as Java's ``BinaryRow``; min/max sequence number and ``deleteRowCount`` (rows of kind -U or -D,
-  never null) over the rows written; exact size and row count; ``fileSource`` COMPACT; the schema id of
+  never null) over the rows written; exact size and row count; ``fileSource`` COMPACT (APPEND when a
+  writer's level-0 files are written, ``file_source``); the schema id of
   ``schema``; creation time as local wall-clock time stored as if UTC; no extra files, index or external path.
 * **Key statistics** cover every ``_KEY_*`` field (all mode, no column left out). Min and max are exact
   (Java truncates key strings at 128 characters; exact bounds are narrower and still true), computed from
@@ -125,8 +126,17 @@ class _FileState:
 class _KvWriter:
     """One rolling writer into one bucket directory; :func:`write_kv` drives it."""
 
-    def __init__(self, table: Table, schema: TableSchema, directory: str, level: int, target: int) -> None:
+    def __init__(
+        self,
+        table: Table,
+        schema: TableSchema,
+        directory: str,
+        level: int,
+        target: int,
+        file_source: FileSource = FileSource.COMPACT,
+    ) -> None:
         self.table = table
+        self.file_source = file_source
         self.schema = schema
         self.directory = directory
         self.level = level
@@ -252,7 +262,7 @@ class _KvWriter:
                 extra_files=[],
                 creation_time=datetime.now().replace(tzinfo=timezone.utc),
                 delete_row_count=state.deletes,
-                file_source=FileSource.COMPACT,
+                file_source=self.file_source,
                 value_stats_cols=cols,
             )
         )
@@ -301,6 +311,7 @@ def write_kv(
     data: Iterable[pa.Table],
     target_file_size: int,
     written: list[str] | None = None,
+    file_source: FileSource = FileSource.COMPACT,
 ) -> list[DataFileMeta]:
     """Write merged, key-sorted KV tables into new files of one bucket; return their ``DataFileMeta``.
 
@@ -317,6 +328,8 @@ def write_kv(
         data: KV tables, merged (one row per key), sorted by key across all tables.
         target_file_size: roll to a new file once a file reaches this many bytes.
         written: a list the paths of created files are appended to.
+        file_source: the files' ``_FILE_SOURCE``: COMPACT for a compaction's output (the default), APPEND for
+            a writer's level-0 files (``MergeTreeWriter#flushWriteBuffer``).
 
     Example::
 
@@ -332,7 +345,7 @@ def write_kv(
             table.uri, f"writing {file_format} data files at level {level} (only parquet)"
         )
     directory = DataFilePaths(schema).bucket_directory(partition, bucket)
-    writer = _KvWriter(table, schema, directory, level, target_file_size)
+    writer = _KvWriter(table, schema, directory, level, target_file_size, file_source)
     try:
         for kv in data:
             writer.write(kv)

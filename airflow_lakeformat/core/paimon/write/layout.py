@@ -1,7 +1,7 @@
 """Which append tables we add files to, and where Paimon looks for the files of a partition and bucket.
 
 * **Tables.** Primary-key tables are refused (their files need sorted keys and sequence numbers from a
-  real writer), and so are tables with ``row-tracking.enabled`` or ``data-evolution.enabled`` (row ids
+  real writer; their rows are written by ``pk_writes``, which has its own layout check), and so are tables with ``row-tracking.enabled`` or ``data-evolution.enabled`` (row ids
   are not assigned). Unaware-bucket tables (``bucket = -1``) keep their files in ``bucket-0``;
   fixed-bucket tables (``bucket > 0``) need a ``bucket-key`` and the default bucket function
   (:mod:`.bucketing`).
@@ -64,7 +64,8 @@ def table_layout(table: Table, schema: TableSchema | None = None) -> Layout:
         raise RegisterError(
             where,
             "cannot add files to a primary-key table: a primary-key table's files need sorted keys and "
-            "sequence numbers from a real writer",
+            "sequence numbers from a real writer (write the rows instead: lakeformat write, "
+            "table.writes().write_rows)",
         )
     options = schema.table_options
     for flag in ("row-tracking.enabled", "data-evolution.enabled"):
