@@ -120,6 +120,11 @@ def test_dry_run_plans_and_writes_nothing(tmp_path: Path) -> None:
     assert listing(Path(table.root)) == files
     plan = open_table(table.root).maintenance.plan_compact_data(mode="full")
     assert [u["outputLevel"] for u in plan.to_json()["units"]] == [5, 5, 5, 5]
+    only_b = open_table(table.root).maintenance.plan_compact_data(mode="full", partitions=[{"p": "b"}])
+    assert [(u["partition"], u["bucket"]) for u in only_b.to_json()["units"]] == [
+        ({"p": "b"}, 0),
+        ({"p": "b"}, 1),
+    ]
     assert listing(Path(table.root)) == files
 
 

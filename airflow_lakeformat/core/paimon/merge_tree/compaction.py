@@ -25,6 +25,7 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -45,6 +46,8 @@ from airflow_lakeformat.core.paimon.merge_tree.plan import (
 )
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -167,6 +170,8 @@ def compact_primary_key_table(
     changes, results, dropped = rewrite_units(table, plan, progress)
     committer = committer or Committer(table, f"lakeformat-compact-data-{uuid.uuid4()}")
     outcome = commit_changes(table, changes, committer=committer, skip_conflicts=skip_conflicts)
+    for (_, bucket), why in outcome.skipped.items():
+        log.warning("%s: bucket %s not compacted, it changed meanwhile: %s", table.uri, bucket, why)
     final = [
         BucketResult(
             r.unit, r.files_written, r.rows_written, r.bytes_written, outcome.skipped.get(r.unit.key)
