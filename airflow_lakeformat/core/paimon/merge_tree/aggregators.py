@@ -22,11 +22,13 @@ fields checked). The rules per function (``compact/aggregate/Field*Agg.java``):
 
 Vectorization: the records of every key with several records are folded together, one record position per
 round (round ``k`` folds the ``k``-th record of every key that has one) with numpy, so the Python work grows
-with the longest run of one key, not the row count. Functions whose result is one of the inputs keep the
-input's position (later taken from the column, any Arrow type); ``sum``/``product`` keep numpy values (int64
-with exact overflow checks, float32/float64 in their width); DECIMAL sums and ``listagg`` keep Python objects in
-numpy object arrays (per-element Python, only for those fields). Without retractions or removals the ``last``/
-``first`` functions are one ``reduceat`` each.
+with the longest run of one key (at most the number of input files, as a file holds a key once), not the row
+count. Functions whose result is one of the inputs keep the input's position (later taken from the column, any
+Arrow type); ``sum``/``product`` keep numpy values (int64 with exact overflow checks, BIGINT products through
+Python ints, float32/float64 in their width). Without retractions or removals the ``last``/``first`` functions
+are one ``reduceat`` each and a plain ``listagg`` one ``binary_join`` of each run's non-blank inputs. Per-record
+Python remains only for DECIMAL ``sum`` and for ``listagg`` with ``distinct`` or with retractions/removals
+(:func:`_fold_objects`, Python lists, only those fields).
 """
 
 from __future__ import annotations
@@ -51,9 +53,11 @@ _POSITIONAL = frozenset(
     | {"bool_and", "bool_or"}
 )
 _INT_RANGES = {"TINYINT": 8, "SMALLINT": 16, "INT": 32, "BIGINT": 64}
-_JAVA_WHITESPACE = frozenset("\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \u1680\u2028\u2029\u205f\u3000") | frozenset(
+# Java's Character.isWhitespace (space separators except the no-break ones, and the ASCII controls it names).
+_JAVA_WHITESPACE = "\t\n\x0b\x0c\r\x1c\x1d\x1e\x1f \u1680\u2028\u2029\u205f\u3000" + "".join(
     chr(c) for c in range(0x2000, 0x200B) if c != 0x2007
 )
+_JAVA_BLANK = "^[" + "".join(f"\\x{{{ord(ch):04x}}}" for ch in _JAVA_WHITESPACE) + "]*$"
 
 
 @dataclass(frozen=True)
@@ -89,13 +93,31 @@ def aggregate_field(column: pa.ChunkedArray, agg: FieldAggregate, runs: Runs, sp
             positions = _last_or_first(valid, agg.function, runs)
         mask = positions < 0
         return values.take(pa.array(np.where(mask, 0, positions), mask=mask))
+    quiet = not _run_has(runs, events != AGG).any()
+    if agg.function == "listagg" and not agg.distinct and quiet:
+        return _joined(values, valid, agg.delimiter, runs)
     if agg.function == "listagg" or agg.dtype.root == "DECIMAL":
-        objects = np.array([*values.to_pylist(), None], dtype=object)[:-1]
-        acc, acc_valid = _fold_objects(objects, valid, agg, runs, spec)
-        return pa.array(
-            [value if ok else None for value, ok in zip(acc, acc_valid, strict=True)], type=values.type
-        )
+        return pa.array(_fold_objects(values, agg, runs, spec), type=values.type)
     return _fold_numbers(values, valid, agg, runs, spec)
+
+
+def _joined(values: pa.Array, valid: np.ndarray, delimiter: str, runs: Runs) -> pa.Array:
+    """``listagg`` without distinct, retraction or removal: each run's non-blank inputs joined in order
+    (a blank input is skipped, so the accumulator is never blank), null when there is none."""
+    blank = np.asarray(
+        pc.fill_null(pc.match_substring_regex(values, _JAVA_BLANK), True).to_numpy(zero_copy_only=False),
+        dtype=bool,
+    )
+    keep = valid & ~blank
+    counts = segment_reduce(np.add, keep.astype(np.int64), runs.starts, runs.starts + runs.sizes)
+    in_runs = np.zeros(valid.size + 1, dtype=np.int64)
+    np.add.at(in_runs, runs.starts, 1)
+    np.add.at(in_runs, runs.starts + runs.sizes, -1)
+    selected = np.flatnonzero(keep & (np.cumsum(in_runs[:-1]) > 0))
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+    lists = pa.ListArray.from_arrays(pa.array(offsets), values.take(pa.array(selected)))
+    joined = pc.binary_join(lists, delimiter)
+    return pc.if_else(pa.array(counts > 0), joined, pa.scalar(None, values.type))
 
 
 def _refuse_retractions(agg: FieldAggregate, runs: Runs, spec: MergeSpec) -> None:
@@ -293,29 +315,26 @@ class _Arith:
             return np.asarray(quotient)
 
 
-def _fold_objects(
-    objects: np.ndarray, valid: np.ndarray, agg: FieldAggregate, runs: Runs, spec: MergeSpec
-) -> tuple[np.ndarray, np.ndarray]:
-    """DECIMAL ``sum`` and ``listagg``: Python values, one element at a time (numpy object arrays)."""
-    acc = np.full(runs.starts.size, None, dtype=object)
-    has = np.zeros(runs.starts.size, dtype=bool)
+def _fold_objects(values: pa.Array, agg: FieldAggregate, runs: Runs, spec: MergeSpec) -> list[Any]:
+    """DECIMAL ``sum`` and ``listagg``: Python values, one record at a time (Python lists, run by run)."""
+    objects = values.to_pylist()  # None where null
+    events = runs.events.tolist()
     step = _listagg_step(agg) if agg.function == "listagg" else _decimal_step(agg, runs, spec)
+    out: list[Any] = []
     with decimal.localcontext() as context:
         context.prec = 200
-        for active, rows in runs.rounds():
-            event, ok = runs.events[rows], valid[rows]
-            for i, run in enumerate(active):
-                position = int(rows[i])
-                value = objects[position] if ok[i] else None
-                current = acc[run] if has[run] else None
-                if event[i] == RESET:
-                    result = value
-                elif event[i] == RETRACT:
-                    result = current if agg.ignore_retract else step(int(run), current, value, True)
+        for run, (start, size) in enumerate(zip(runs.starts.tolist(), runs.sizes.tolist(), strict=True)):
+            current = None
+            for position in range(start, start + size):
+                value, event = objects[position], events[position]
+                if event == RESET:
+                    current = value
+                elif event == RETRACT:
+                    current = current if agg.ignore_retract else step(run, current, value, True)
                 else:
-                    result = step(int(run), current, value, False)
-                acc[run], has[run] = result, result is not None
-    return acc, has
+                    current = step(run, current, value, False)
+            out.append(current)
+    return out
 
 
 def _decimal_step(agg: FieldAggregate, runs: Runs, spec: MergeSpec) -> Any:
@@ -344,7 +363,7 @@ def _listagg_step(agg: FieldAggregate) -> Any:
     separator = delimiter or " "  # BinaryStringUtils splits on whitespace when the delimiter is empty
 
     def blank(text: str) -> bool:
-        return all(ch in _JAVA_WHITESPACE for ch in text)
+        return not text.strip(_JAVA_WHITESPACE)
 
     def step(run: int, acc: Any, value: Any, retract: bool) -> Any:
         if value is None or blank(value):
