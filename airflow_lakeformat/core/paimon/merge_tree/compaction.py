@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +134,12 @@ class PrimaryKeyCompactionResult:
         return summary(self.to_json())
 
 
+#: Writes a plan's units: ``(table, plan) -> (bucket changes, bucket results, retractions dropped per unit)``.
+Rewriter = Callable[
+    [Table, PrimaryKeyCompactionPlan], tuple[list[BucketChange], list[BucketResult], list[int]]
+]
+
+
 def compact_primary_key_table(
     table: Table,
     *,
@@ -144,6 +150,7 @@ def compact_primary_key_table(
     committer: Committer | None = None,
     skip_conflicts: bool = True,
     progress: Progress = NO_PROGRESS,
+    rewriter: Rewriter | None = None,
 ) -> PrimaryKeyCompactionResult:
     """Compact a primary-key table's buckets and commit one COMPACT snapshot.
 
@@ -157,6 +164,9 @@ def compact_primary_key_table(
         skip_conflicts: a bucket that changed under the compaction is skipped and reported (default);
             False refuses the whole commit with ``CompactionConflictError``.
         progress: receives one step per bucket compacted.
+        rewriter: writes the plan's units instead of :func:`rewrite_units` in this process (the Spark job hands
+            them to executors); same contract: the bucket changes, their counts and the retractions dropped,
+            aligned with ``plan.units``, nothing committed.
 
     Example:
         >>> compact_primary_key_table(table, mode="full").to_json()["snapshotId"]  # doctest: +SKIP
@@ -167,7 +177,10 @@ def compact_primary_key_table(
     )
     if dry_run or not plan.units:
         return _result(plan, dry_run, [BucketResult(u) for u in plan.units], None, 0, started)
-    changes, results, dropped = rewrite_units(table, plan, progress)
+    if rewriter is None:
+        changes, results, dropped = rewrite_units(table, plan, progress)
+    else:
+        changes, results, dropped = rewriter(table, plan)
     committer = committer or Committer(table, f"lakeformat-compact-data-{uuid.uuid4()}")
     outcome = commit_changes(table, changes, committer=committer, skip_conflicts=skip_conflicts)
     for (_, bucket), why in outcome.skipped.items():
