@@ -155,16 +155,17 @@ def test_first_row_reads_nothing_before_and_the_first_versions_after_full_compac
 
 
 def test_minor_compaction_leaves_fewer_runs_than_the_trigger(paimon_pk_tables: Copy) -> None:
-    """Every bucket holds 8-13 level-0 runs, so the pick fires everywhere (the engines are the full tests')."""
-    path, _summary = paimon_pk_tables("pk_dedup")
+    """Every bucket holds 8-13 level-0 runs, so the pick fires everywhere (the engines are the full tests'; so is
+    the proof that a compaction leaves older snapshots alone: here the latest one and the tags are read)."""
+    path, summary = paimon_pk_tables("pk_dedup")
     runs_before = runs_per_bucket(path)
     assert all(len(lv) >= TRIGGER for lv in runs_before.values()), "the pick fires in every bucket"
-    before = versions(path)
+    before = versions(path, since=summary["commits"])
     old_files = file_names(path)
 
     compact(path, "minor")
 
-    assert_compacted_rows(before, versions(path), latest_id(path))
+    assert_compacted_rows(before, versions(path, since=summary["commits"]), latest_id(path))
     runs = runs_per_bucket(path)
     assert set(runs) == set(runs_before)
     for where, levels in runs.items():
@@ -283,7 +284,9 @@ def test_pypaimon_writer_committing_during_compaction_loses_and_duplicates_nothi
     assert hook.written == [summary["commits"] + 1, summary["commits"] + 2], (
         "both writes landed mid-compaction"
     )
+    assert result.to_json()["snapshotBefore"] == summary["commits"], "planned before both writes"
     assert result.to_json()["snapshotId"] == summary["commits"] + 3
+    assert result.to_json()["skippedBuckets"] == [], "new level-0 files are no conflict"
     expected = {(r["p"], r["k"]): r for r in latest}
     for row in first + second:
         expected[(row["p"], row["k"])] = row
