@@ -1,12 +1,14 @@
-"""Maintenance of one table, triggered from the UI with Params: check the inputs, compact small data files,
-expire snapshots (which deletes the files compaction replaced, once no retained snapshot uses them), compact
+"""Maintenance of one table, triggered from the UI with Params: check the inputs, drop expired partitions
+(Paimon's partition expiry), compact small data files, expire snapshots (which deletes the files compaction replaced, once no retained snapshot uses them), compact
 the manifests, then remove orphan files.
 
 ``validate_inputs`` runs first and checks every Param (durations, retention, that the table exists, the
 orphan age floor); on bad input it fails once with one message and no other task runs. ``dry_run`` defaults
 to True, so a trigger with the defaults only reports what each step would do (see the task logs and XCom);
-untick it to change the table. Data compaction skips tables it does not handle (primary-key tables,
-deletion vectors, formats other than Parquet) and the other steps run regardless.
+untick it to change the table. Data compaction bin-packs append tables and merges primary-key tables by key
+(the ``compaction_mode`` Param: minor or full); it skips tables it does not handle (changelog producers,
+deletion vectors, formats other than Parquet) and the other steps run regardless; partition expiry skips
+tables without an expiration time (the form's or the table's ``partition.expiration-time``) and Iceberg tables.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from airflow.sdk import DAG, Param
 
 from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
 from airflow_lakeformat.operators.compact_manifests import LakeformatCompactManifestsOperator
+from airflow_lakeformat.operators.expire_partitions import LakeformatExpirePartitionsOperator
 from airflow_lakeformat.operators.expire_snapshots import LakeformatExpireSnapshotsOperator
 from airflow_lakeformat.operators.remove_orphan_files import LakeformatRemoveOrphanFilesOperator
 from airflow_lakeformat.operators.validate import DURATION_PATTERN, LakeformatValidateOperator
@@ -34,10 +37,15 @@ Trigger it with **Trigger DAG** and fill in the form. The tasks run in this orde
 
 1. `validate_inputs` checks every field below and that the table exists. On bad input it fails with one
    message naming every problem, and nothing else runs (the other tasks end *upstream_failed*).
-2. `compact_data` rewrites small data files into larger ones (skipped for tables it does not handle).
-3. `expire_snapshots` expires old snapshots and deletes the files only they used.
-4. `compact_manifests` merges the manifests into one.
-5. `remove_orphan_files` deletes old files no snapshot uses (a crashed writer's leftovers).
+2. `expire_partitions` drops the partitions older than *Expire partitions older than* (Paimon tables; skipped
+   when neither the form nor the table's `partition.expiration-time` gives a time, and for Iceberg tables).
+   Their files stay until the snapshot expiry below deletes them.
+3. `compact_data` rewrites small data files into larger ones: append tables bin-pack small files, Paimon
+   primary-key tables get Paimon's merge-tree compaction (*Primary-key compaction*: minor or full); skipped
+   for tables it does not handle (changelog producers, deletion vectors, ...).
+4. `expire_snapshots` expires old snapshots and deletes the files only they used.
+5. `compact_manifests` merges the manifests into one.
+6. `remove_orphan_files` deletes old files no snapshot uses (a crashed writer's leftovers).
 
 **Dry run is on by default**: the steps only report what they would do (task logs and XCom). Untick
 *Dry run* to change the table.
@@ -56,7 +64,7 @@ Airflow".
 
 with DAG(
     dag_id="lakeformat_manual_maintenance",
-    description="Check inputs, compact data, expire snapshots, compact manifests, remove orphans of one table (dry run by default)",
+    description="Check inputs, expire partitions, compact data, expire snapshots, compact manifests, remove orphans of one table (dry run by default)",
     doc_md=DOC_MD,
     schedule=None,
     catchup=False,
@@ -94,11 +102,59 @@ with DAG(
             ),
         ),
         "min_file_count": Param(
-            5,
-            type="integer",
+            None,
+            type=["null", "integer"],
             minimum=2,
             title="Data compaction: smallest group",
-            description="Rewrite small files only where at least this many can be merged. Default 5, at least 2.",
+            description=(
+                "Append tables: rewrite small files only where at least this many can be merged, at least 2. "
+                "Empty (the default): the table's compaction.min.file-num, 5. Primary-key tables choose what to "
+                "merge by Paimon's own rules and refuse this: leave it empty for them."
+            ),
+        ),
+        "compaction_mode": Param(
+            None,
+            type=["null", "string"],
+            enum=[None, "minor", "full"],
+            title="Primary-key compaction",
+            description=(
+                "Paimon primary-key tables only. minor: merge the small sorted runs Paimon's writers would merge "
+                "(its universal compaction; readers get faster, deletes stay until the top level). full: merge "
+                "every bucket into one sorted run at the top level, dropping deleted rows (slower, the most "
+                "compact result). Empty (the default): minor. Leave empty for append and Iceberg tables."
+            ),
+        ),
+        "partition_expiration_time": Param(
+            None,
+            type=["null", "string"],
+            pattern=DURATION_PATTERN,
+            title="Expire partitions older than",
+            description=(
+                f"Paimon tables: drop every partition whose time is older than now minus this: {DURATION_FORMAT}. "
+                "Empty (the default): the table's own partition.expiration-time; a table without one keeps "
+                "all its partitions (the step is skipped)."
+            ),
+        ),
+        "partition_time_format": Param(
+            None,
+            type=["null", "string"],
+            title="Partition time format",
+            description=(
+                "How a partition value spells its time, as a Java date pattern: yyyyMMdd for dt=20240131, "
+                "yyyy-MM-dd HH for 2024-01-31 07. Empty (the default): the table's partition.timestamp-formatter, "
+                "else year-month-day as in 2024-01-31 (optionally followed by ' 07:00:00'). Partitions whose "
+                "value does not match are kept and listed in the step's result."
+            ),
+        ),
+        "partition_time_template": Param(
+            None,
+            type=["null", "string"],
+            title="Partition time from several keys",
+            description=(
+                "When the time is spread over several partition keys: a template naming them with $, e.g. "
+                "'$dt $hour:00:00'. Empty (the default): the table's partition.timestamp-pattern, else the "
+                "first partition key's value."
+            ),
         ),
         "retain_min": Param(
             None,
@@ -163,11 +219,21 @@ with DAG(
         min_file_count="{{ params.min_file_count }}",
         execution="{{ params.execution }}",
     )
+    expire_partitions = LakeformatExpirePartitionsOperator(
+        task_id="expire_partitions",
+        expiration_time="{{ params.partition_expiration_time }}",
+        timestamp_formatter="{{ params.partition_time_format }}",
+        timestamp_pattern="{{ params.partition_time_template }}",
+        skip_unsupported=True,
+        **shared,
+    )
     compact_data = LakeformatCompactDataOperator(
         task_id="compact_data",
         execution="{{ params.execution }}",
         min_file_count="{{ params.min_file_count }}",
+        mode="{{ params.compaction_mode or '' }}",  # empty: the operator's default for the table
         skip_unsupported=True,
+        trigger_rule="none_failed",  # runs after a skipped partition expiry too
         **shared,
     )
     expire = LakeformatExpireSnapshotsOperator(
@@ -186,4 +252,4 @@ with DAG(
         allow_short_older_than="{{ params.allow_short_orphan_older_than }}",
         **shared,
     )
-    validate >> compact_data >> expire >> compact_manifests >> orphans
+    validate >> expire_partitions >> compact_data >> expire >> compact_manifests >> orphans

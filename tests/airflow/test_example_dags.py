@@ -258,21 +258,29 @@ def test_manual_maintenance_dry_run_then_for_real(
     assert not Path(orphan).exists()
 
 
-def test_manual_maintenance_skips_data_compaction_of_a_primary_key_table(
+def test_manual_maintenance_fully_compacts_a_primary_key_table(
     examples: None, sample_tables: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Primary-key tables are compacted by key since issue 27 (they were skipped): the form's
+    # compaction_mode "full" reaches the compaction, which commits one COMPACT snapshot.
     uri = str(sample_tables / "pk_tbl")  # written by pypaimon
     before = Table.open(uri).snapshot_manager
     latest_id = before.latest_snapshot_id()
     assert latest_id is not None and latest_id > 1
     set_connection(monkeypatch, "lakeformat_default", host=str(sample_tables.parent))
-    conf = {"table": uri, "retain_min": 1, "older_than": "1 ms", "dry_run": False}
-    _, states = run_dag("lakeformat_manual_maintenance", run_conf=conf)
-    assert states[("compact_data", -1)] == "skipped"
+    conf = {"table": uri, "retain_min": 1, "older_than": "1 ms", "dry_run": False, "compaction_mode": "full"}
+    run, states = run_dag("lakeformat_manual_maintenance", run_conf=conf)
+    assert states[("expire_partitions", -1)] == "skipped"  # no partition.expiration-time
+    compacted = run.get_task_instance("compact_data").xcom_pull(task_ids="compact_data")
+    assert (compacted["primaryKey"], compacted["mode"], compacted["snapshotId"]) == (
+        True,
+        "full",
+        latest_id + 1,
+    )
     assert {states[(t, -1)] for t in ("expire_snapshots", "compact_manifests", "remove_orphan_files")} == {
         "success"
     }
-    assert Table.open(uri).snapshot_manager.earliest_snapshot_id() == latest_id
+    assert Table.open(uri).snapshot_manager.earliest_snapshot_id() == latest_id + 1
 
 
 # -- ingest and downstream -------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import pytest
 from airflow_lakeformat.core.maintenance.lock import LOCK_DIR
 from airflow_lakeformat.core.paimon.table import Table
 from tests.airflow.helpers import append, make_table
+from tests.airflow.test_example_dags import examples as examples  # the fixture: dags/ as a bundle
 
 pytestmark = [pytest.mark.airflow]
 
@@ -69,3 +70,34 @@ def test_the_operator_drops_old_partitions_under_the_lock_and_skips_unconfigured
     # every run held the lock and released it (the refused ones too); the real run was the third
     locks = sorted(p.name for p in (root / LOCK_DIR).iterdir())
     assert locks[-2:] == ["maintenance-lock-3", "maintenance-lock-3.released"] and len(locks) == 6
+
+
+@pytest.mark.usefixtures("examples")
+def test_the_manual_maintenance_dag_drops_old_partitions_and_its_expiry_deletes_their_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.airflow.helpers import set_connection
+    from tests.airflow.test_example_dags import run_dag
+
+    root = tmp_path / "wh" / "db.db" / "events"
+    table = make_table(str(root))
+    for day in ("2024-01-01", "2024-01-02", "2999-01-01"):
+        append(table, 2, dt=day)
+    old_files = [p for p in root.rglob("*.parquet") if "2999" not in str(p)]
+    assert len(old_files) == 2
+    set_connection(monkeypatch, "lakeformat_default", host=str(tmp_path / "wh"))
+    conf = {
+        "table": "db.events",
+        "dry_run": False,
+        "partition_expiration_time": "30 d",
+        "retain_min": 1,
+        "older_than": "1 ms",
+        "execution": "local",
+    }
+    run, states = run_dag("lakeformat_manual_maintenance", run_conf=conf)
+    dropped = run.get_task_instance("expire_partitions").xcom_pull(task_ids="expire_partitions")
+    assert [p["spec"]["dt"] for p in dropped["partitionsExpired"]] == ["2024-01-01", "2024-01-02"]
+    assert dropped["snapshotId"] == 4 and states[("compact_data", -1)] == "success"
+    # Paimon's order: the snapshot expiry after the drop deleted the dropped partitions' files
+    assert not any(p.exists() for p in old_files)
+    assert [p.parent.parent.name for p in root.rglob("*.parquet")] == ["dt=2999-01-01"]

@@ -142,6 +142,10 @@ def test_every_param_has_a_title_and_a_description_and_every_dag_a_doc(
         "dry_run",
         "execution",
         "min_file_count",
+        "compaction_mode",
+        "partition_expiration_time",
+        "partition_time_format",
+        "partition_time_template",
         "retain_min",
         "older_than",
         "orphan_older_than",
@@ -393,6 +397,7 @@ def test_good_input_passes_validation_and_the_override_reaches_orphan_cleanup(
     assert run.state == "success", states
     assert {task: state for task, (state, _) in states.items()} == {
         "validate_inputs": "success",
+        "expire_partitions": "skipped",  # the table sets no partition.expiration-time
         "compact_data": "success",
         "expire_snapshots": "success",
         "compact_manifests": "success",
@@ -406,7 +411,7 @@ def test_good_input_passes_validation_and_the_override_reaches_orphan_cleanup(
         "olderThanMs": 1,
         "orphanOlderThanMs": 600_000,
         "allowShortOrphanOlderThan": True,
-        "minFileCount": 5,
+        "minFileCount": None,  # empty: the table's compaction.min.file-num (primary-key tables refuse one)
         "execution": "local",
     }
     cleaned = run.get_task_instance("remove_orphan_files").xcom_pull(task_ids="remove_orphan_files")
