@@ -267,6 +267,7 @@ def test_a_bad_duration_from_the_environment_stops_scheduled_maintenance(
     assert run.state == "failed"
     message = assert_stopped_at_validation(states, capsys, validation="validate_settings")
     assert set(states) == {
+        "maintain.expire_partitions[0]",
         "maintain.expire_snapshots[0]",
         "maintain.compact_manifests[0]",
         "maintain.remove_orphan_files[0]",
