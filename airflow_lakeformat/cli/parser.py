@@ -366,6 +366,12 @@ def add_write_commands(add: Adder) -> None:
         help="Iceberg: replace the rows this filter selects, e.g. \"cat = 'a'\"; every input row must match it "
         "(default: append)",
     )
+    write.add_argument(
+        "--row-kind-column",
+        metavar="COLUMN",
+        help="Paimon primary-key tables: the input column holding each row's kind (+I, -U, +U, -D); a column "
+        "the table lacks is not written (default: the table's rowkind.field, else every row is +I)",
+    )
 
 
 def add_commit_options(p: argparse.ArgumentParser) -> None:

@@ -6,7 +6,9 @@ through the facade's writer, as the operators' do (``table.writes()``, ``core/ta
 append, ``--overwrite`` of the input's partitions or of ``k=v``/``'*'``, ``--overwrite-filter EXPR``,
 ``add_files``; exactly once when ``--commit-user`` and ``--commit-identifier`` are both given). A Paimon write
 goes through ``PaimonWrites.commit`` (Paimon's ``Committer``, exactly once per ``--commit-user`` and
-``--commit-identifier``); :data:`_COMMITS` only picks how each format's fields become the document.
+``--commit-identifier``); on a primary-key table the rows are upserted as Paimon's writer does, their kinds
+(``+I``, ``-U``, ``+U``, ``-D``) read from the table's ``rowkind.field`` or ``--row-kind-column``.
+:data:`_COMMITS` only picks how each format's fields become the document.
 
 Both commit unless ``--dry-run`` (the rule of every command that only adds files): a dry run reads and
 checks the input (``write``: every row against the table's columns; ``commit`` on Paimon: each file's place
@@ -41,6 +43,7 @@ from airflow_lakeformat.core.table_writes import DYNAMIC_OVERWRITE
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from airflow_lakeformat.core.sources import WriteSchema
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 
@@ -50,12 +53,28 @@ def commit(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def write(args: argparse.Namespace, out: TextIO) -> None:
-    """``write TABLE --from FILE [--overwrite SPEC] [--commit-user U] [--commit-identifier N]``."""
+    """``write TABLE --from FILE [--overwrite SPEC] [--commit-user U] [--commit-identifier N]
+    [--row-kind-column C]``."""
     from airflow_lakeformat.core.sources import read_source
 
     table = open_command_table(args)
-    rows = read_source(args.source, table.write_schema(), parse_storage_options(args.storage_option))
+    schema = _with_row_kinds(table.write_schema(), getattr(args, "row_kind_column", None))
+    rows = read_source(args.source, schema, parse_storage_options(args.storage_option))
     _run(args, out, rows=rows, table=table)
+
+
+def _with_row_kinds(schema: WriteSchema, column: str | None) -> WriteSchema:
+    """The table's columns plus ``--row-kind-column`` as a string column when the table has no such column
+    (the writer reads the kinds from it and drops it, ``core/paimon/write/pk_writes.py``)."""
+    import pyarrow as pa
+
+    from airflow_lakeformat.core.sources import WriteSchema
+
+    if column is None or column in schema.names:
+        return schema
+    return WriteSchema(
+        schema.arrow.append(pa.field(column, pa.string())), {**schema.type_names, column: "STRING"}
+    )
 
 
 def _run(
@@ -155,6 +174,7 @@ def _paimon(facade: Any, args: argparse.Namespace, rows: pa.Table | None) -> dic
         commit_user=args.commit_user,
         commit_identifier=args.commit_identifier,
         overwrite=args.overwrite,
+        row_kind_column=getattr(args, "row_kind_column", None),
     )
     fields: dict[str, Any] = done.to_json()
     return fields
@@ -168,6 +188,8 @@ def _iceberg(table: Any, args: argparse.Namespace, rows: pa.Table | None) -> dic
     ``rows``, or ``add_files`` of ``--add``; exactly once when ``--commit-user`` and ``--commit-identifier``
     are both given."""
     writes = table.writes()
+    if getattr(args, "row_kind_column", None) is not None:
+        raise UsageError("--row-kind-column: only for Paimon primary-key tables")
     identity = {"commit_user": args.commit_user, "commit_identifier": args.commit_identifier}
     if rows is None:
         fields = writes.commit_files(list(args.add), overwrite=args.overwrite, **identity)
@@ -211,6 +233,7 @@ def _check_paimon(facade: Any, args: argparse.Namespace, rows: pa.Table | None) 
     identifier = writes.default_identifier() if args.commit_identifier is None else args.commit_identifier
     own = {"commitIdentifier": identifier, "attempts": 0, "manifestMerge": None, "deltaRecordCount": None}
     if rows is not None:
+        writes.check_rows_table()  # what a real run refuses of the table
         return {**_dry_run_fields(args, rows.num_rows, None), **own}
     counted, files = writes.check_files(args.add)
     return {**_dry_run_fields(args, counted, files), **own}

@@ -403,6 +403,14 @@ class PaimonWrites:
             "durationSeconds": round(time.monotonic() - started, 3),
         }
 
+    def check_rows_table(self) -> None:
+        """What a write of rows refuses of the table itself (a primary-key table the writer cannot serve:
+        ``pk_writes.pk_write_table``); nothing is read or written."""
+        if self.table.schema.is_primary_key_table:
+            from airflow_lakeformat.core.paimon.write.pk_writes import pk_write_table
+
+            pk_write_table(self.table)
+
     def _check_row_kinds(self, rows: pa.Table | None, row_kind_column: str | None) -> None:
         """Row kinds are for primary-key tables' rows only."""
         if row_kind_column is not None and (rows is None or not self.table.schema.is_primary_key_table):
@@ -420,15 +428,11 @@ class PaimonWrites:
         dry_run: bool,
     ) -> dict[str, Any]:
         """:meth:`write_rows` on a primary-key table (a dry run checks the table and counts the rows)."""
-        from airflow_lakeformat.core.paimon.write.pk_writes import (
-            pk_write_table,
-            write_fields,
-            write_primary_key_rows,
-        )
+        from airflow_lakeformat.core.paimon.write.pk_writes import write_fields, write_primary_key_rows
 
         started = time.monotonic()
         if dry_run:
-            pk_write_table(self.table)
+            self.check_rows_table()
             return dry_run_fields(data, started)
         replace, partition_filter = _paimon_overwrite(overwrite)
         done = write_primary_key_rows(

@@ -20,7 +20,6 @@ import pytest
 from airflow_lakeformat import open_table
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
-    MaintenanceRefusedError,
     RegisterError,
     UnsupportedFormatError,
     UsageError,
@@ -323,7 +322,7 @@ def test_a_concurrent_writer_taking_the_sequence_numbers_makes_the_batch_write_a
         ({"changelog-producer": "input"}, UnsupportedFormatError, "changelog-producer=input"),
         (
             {"merge-engine": "aggregation", "fields.v.aggregate-function": "collect"},
-            MaintenanceRefusedError,
+            UnsupportedFormatError,
             "collect",
         ),
         ({"merge-engine": "first-row"}, RegisterError, "first-row cannot accept"),
@@ -408,3 +407,34 @@ def test_cli_write_upserts_a_primary_key_table(tmp_path: Path) -> None:
     assert merged_rows(table) == {("a", 1): ("y", 2), ("b", 2): ("z", 0)}
     assert {(e.file.level, e.file.file_source) for e in live(table.root)} == {(0, FileSource.APPEND)}
     assert check_pk_table(table.root) == []
+
+
+def test_cli_row_kind_column_deletes_and_is_refused_elsewhere(tmp_path: Path) -> None:
+    """``--row-kind-column``: an input column the table lacks carries the kinds and is not written."""
+    from tests.unit.test_cli import run
+
+    fields = [("p", "STRING NOT NULL"), ("k", "BIGINT NOT NULL"), ("v", "STRING")]
+    table = make_pk(tmp_path / "t", {}, fields)
+    source = tmp_path / "in.jsonl"
+    source.write_text(
+        '{"p": "a", "k": 1, "v": "x", "kind": "+I"}\n{"p": "a", "k": 2, "v": "y", "kind": "+I"}\n'
+        '{"p": "a", "k": 1, "v": null, "kind": "-D"}\n'
+    )
+    code, out, err = run("write", table.root, "--from", str(source), "--row-kind-column", "kind", "--json")
+    assert code == 0, err
+    assert json.loads(out)["rowsAdded"] == 2
+    assert merged_rows(table) == {("a", 2): ("y", 0)}
+    written = pq.read_schema(next(Path(table.root).rglob("data-*.parquet"))).names
+    assert "v" in written and "kind" not in written
+    append = create_table(str(tmp_path / "a"), schema_from_fields([{"name": "v", "type": "STRING"}]))
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text('{"v": "x", "kind": "+I"}\n')
+    before = listing(append.root)
+    code, out, err = run("write", append.root, "--from", str(plain), "--row-kind-column", "kind")
+    assert code == 2 and "row_kind_column is for rows written into a primary-key table" in err
+    assert listing(append.root) == before
+    postponed = make_pk(tmp_path / "pp", {"bucket": "-2"}, fields)
+    code, out, err = run(
+        "write", postponed.root, "--from", str(source), "--row-kind-column", "kind", "--dry-run"
+    )
+    assert code == 5 and "bucket=-2" in err, "a dry run refuses what the real run refuses"

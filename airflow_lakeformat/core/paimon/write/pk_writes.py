@@ -31,9 +31,9 @@ a key's bucket is kept in the table's hash index, which this writer does not mai
 outside the primary key it is a cross-partition upsert, whose global key index is not maintained either),
 ``bucket=-2`` (postponed buckets), ``changelog-producer=input`` (the writer must write the input as changelog
 files too), ``row-tracking.enabled``/``data-evolution.enabled``, a ``bucket-function.type`` other than the
-default, a level-0 file format other than Parquet; the merge options ``MergeSpec`` refuses
-(:class:`MaintenanceRefusedError`). Input Paimon's later merge would fail on is refused with
-:class:`RegisterError`: retractions into a ``first-row`` table (unless ``ignore-delete``), into a
+default, a level-0 file format other than Parquet, and the merge options ``MergeSpec`` refuses (named).
+Input Paimon's merge would fail on is refused with :class:`RegisterError`: records of one key the merge
+function rejects (``merge_kv``), and retractions into a ``first-row`` table (unless ``ignore-delete``), into a
 ``partial-update`` table without ``partial-update.remove-record-on-delete``, and into an ``aggregation`` table
 whose aggregate functions cannot retract (``fields.<f>.ignore-retract``). Batch readers skip level 0 of a
 ``first-row`` table: its rows become visible after a compaction, as with Java's writer.
@@ -56,6 +56,7 @@ import pyarrow.compute as pc
 from airflow_lakeformat.core.errors import (
     CommitConflictError,
     CommitRetriesExhaustedError,
+    MaintenanceRefusedError,
     RegisterError,
     UnsupportedFormatError,
     UsageError,
@@ -127,7 +128,6 @@ def pk_write_table(table: Table) -> PkWriteTable:
         UnsupportedFormatError: naming the option (dynamic or postponed buckets, cross-partition upsert,
             ``changelog-producer=input``, row tracking, a non-default bucket function, a level-0 format
             other than Parquet).
-        MaintenanceRefusedError: a merge option ``MergeSpec`` does not implement.
 
     Example:
         >>> pk_write_table(table).layout.bucket  # doctest: +SKIP
@@ -164,7 +164,11 @@ def pk_write_table(table: Table) -> PkWriteTable:
         if not bucket_key_type_supported(dtype):
             raise _refuse(table, f"bucket key {key!r} of type {dtype.sql()} (not hashed as Java hashes it)")
     layout = Layout(schema, DataFilePaths(schema), options.bucket, keys, types)
-    return PkWriteTable(layout, MergeSpec.from_schema(schema, table.uri))
+    try:
+        spec = MergeSpec.from_schema(schema, table.uri)
+    except MaintenanceRefusedError as exc:  # a write is no maintenance: the table is what is refused
+        raise _refuse(table, exc.problem) from exc
+    return PkWriteTable(layout, spec)
 
 
 def _check_bucket_mode(table: Table) -> None:
@@ -360,7 +364,10 @@ def write_pk_files(
             part, kinds = batch.data, batch.kinds
         else:
             part, kinds = batch.data.take(pa.array(indices, pa.int64())), batch.kinds[indices]
-        merged = merge_kv(kv_table(part, kinds, start, table), target.spec, drop_deletes=False)
+        try:
+            merged = merge_kv(kv_table(part, kinds, start, table), target.spec, drop_deletes=False)
+        except MaintenanceRefusedError as exc:  # the batch holds records Paimon's merge fails on
+            raise RegisterError(table.uri, exc.problem) from exc
         metas = write_kv(
             table,
             layout.schema,
@@ -437,7 +444,7 @@ def write_primary_key_rows(
         :class:`PkWritten`: the commit's result (None when nothing was committed) and entries.
 
     Raises:
-        UnsupportedFormatError, MaintenanceRefusedError: the table is refused (nothing written).
+        UnsupportedFormatError: the table is refused (nothing written).
         RegisterError, UsageError: the input is refused (nothing written).
         CommitConflictError: concurrent writers took the batch's sequence numbers on every attempt.
 
