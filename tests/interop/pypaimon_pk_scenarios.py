@@ -5,9 +5,11 @@ Runs ONLY inside ``.venv-pypaimon``: ``tests/interop/pypaimon_oracle.py`` regist
 
     pk-build WAREHOUSE        write every table of :data:`PK_TABLES` (database ``db``); prints a document
                               ``{"pypaimonVersion", "warehouse", "tables": {name: summary}}``
-    pk-upserts TABLE_PATH --rows JSON_FILE [--each]
-                              one pypaimon commit of the rows (or, with ``--each``, one commit per row):
-                              the "writer racing a compaction" of the concurrency tests
+    pk-upserts TABLE_PATH --rows JSON_FILE [--each] [--prepared FILE --proceed FILE [--wait S]]
+                              one pypaimon commit of the rows (or, with ``--each``, one commit per row); with
+                              ``--prepared``/``--proceed`` the first commit is held after the writer wrote its
+                              files and took its sequence numbers until the caller says proceed: the "writer
+                              racing a compaction" of the concurrency tests
 
 Reading (at the latest snapshot, at ``--snapshot N``, at ``--tag NAME``) and single upserts use the oracle's
 own ``read`` and ``append`` commands.
@@ -19,7 +21,9 @@ these tables is a level-0 file:
 
 * ``pk_dedup``: deduplicate with a row-kind column (``rowkind.field=op``: pypaimon 2.1 writes the
   ``_VALUE_KIND`` of each row from it); +I, +U, -U and -D rows, a -D of a key that never existed, a key
-  deleted and inserted again; a large first commit in one partition (so a later minor compaction has a big run to stop at).
+  deleted and inserted again.
+* ``pk_minor``: deduplicate, one partition, a large first commit (incompressible values), so that a minor
+  compaction of a few small commits on top of its compacted max-level run stops below the max level.
 * ``pk_dedup_seq``: deduplicate with ``sequence.field=ts``; late arrivals (a lower ``ts`` written later
   loses) and ties on ``ts`` (the later ``_SEQUENCE_NUMBER`` wins).
 * ``pk_partial``: partial-update without deletes (pypaimon's subset): each commit sets a few fields.
@@ -42,6 +46,7 @@ import json
 import os
 import random
 import re
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -84,15 +89,21 @@ def _create(catalog: Any, name: str, fields: list[DataField], options: dict[str,
     return catalog.get_table(f"{DB}.{name}")
 
 
-def write_rows(table: Any, rows: list[dict[str, Any]]) -> None:
-    """One pypaimon batch commit of ``rows`` (missing columns are null)."""
+def write_rows(
+    table: Any, rows: list[dict[str, Any]], before_commit: Callable[[], None] | None = None
+) -> None:
+    """One pypaimon batch commit of ``rows`` (missing columns are null); ``before_commit`` runs between the
+    writer's ``prepare_commit`` (its files written, sequence numbers taken) and the commit."""
     builder = table.new_batch_write_builder()
     writer = builder.new_write()
     committer = builder.new_commit()
     try:
         schema = PyarrowFieldParser.from_paimon_schema(table.fields)
         writer.write_arrow(pa.Table.from_pylist(rows, schema=schema))
-        committer.commit(writer.prepare_commit())
+        messages = writer.prepare_commit()
+        if before_commit is not None:
+            before_commit()
+        committer.commit(messages)
     finally:
         writer.close()
         committer.close()
@@ -144,16 +155,7 @@ def build_dedup(catalog: Any, rng: random.Random) -> dict[str, Any]:
     columns = (("p", "STRING"), ("k", "BIGINT"), ("v", "STRING"), ("n", "BIGINT"), ("op", "STRING"))
     table = _create(catalog, "pk_dedup", _fields(*columns), {"bucket": BUCKETS, "rowkind.field": "op"})
     w = _Writer(table)
-    # Commit 1: a base, large in PARTITIONS[1] (incompressible values): after a full compaction its
-    # max-level runs outweigh a few small commits, so a minor compaction stops below the max level.
-    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
-    w.commit(
-        [
-            {"p": p, "k": k, "v": "".join(rng.choice(letters) for _ in range(24)), "n": 1, "op": "+I"}
-            for p in PARTITIONS
-            for k in range(800 if p == PARTITIONS[1] else 120)
-        ]
-    )
+    w.commit([{"p": p, "k": k, "v": f"base-{k}", "n": 1, "op": "+I"} for p in PARTITIONS for k in range(120)])
     kinds = ["+I"] * 7 + ["+U"] + ["-U"] + ["-D"] * 2
     for commit in range(2, 17):
         rows = []
@@ -170,6 +172,25 @@ def build_dedup(catalog: Any, rng: random.Random) -> dict[str, Any]:
             rows = [r for r in rows if not (r["p"] == PARTITIONS[1] and r["k"] == 7)]
             rows.append({"p": PARTITIONS[1], "k": 7, "v": "reborn", "n": commit, "op": "+I"})
         w.commit(rows, tag={3: "t3", 9: "t9", 14: "t14"}.get(commit))
+    return _summary(table, w.commits)
+
+
+def build_minor(catalog: Any, rng: random.Random) -> dict[str, Any]:
+    """Deduplicate, one partition, a large first commit (incompressible values): after a full compaction its
+    max-level runs outweigh a few small commits, so a minor compaction of those stops below the max level."""
+    columns = (("p", "STRING"), ("k", "BIGINT"), ("v", "STRING"), ("op", "STRING"))
+    table = _create(catalog, "pk_minor", _fields(*columns), {"bucket": BUCKETS, "rowkind.field": "op"})
+    w = _Writer(table)
+    letters = "abcdefghijklmnopqrstuvwxyz0123456789"
+    p = PARTITIONS[1]
+    w.commit(
+        [
+            {"p": p, "k": k, "v": "".join(rng.choice(letters) for _ in range(24)), "op": "+I"}
+            for k in range(800)
+        ]
+    )
+    w.commit([{"p": p, "k": k, "v": f"c2-{k}", "op": "+U"} for k in rng.sample(range(800), 6)])
+    w.commit([{"p": p, "k": k, "v": None, "op": "-D"} for k in rng.sample(range(800), 3)], tag="t3")
     return _summary(table, w.commits)
 
 
@@ -301,6 +322,7 @@ def _refused(name: str, options: dict[str, str]) -> Callable[[Any, random.Random
 
 PK_TABLES: dict[str, Callable[[Any, random.Random], dict[str, Any]]] = {
     "pk_dedup": build_dedup,
+    "pk_minor": build_minor,
     "pk_dedup_seq": build_dedup_seq,
     "pk_partial": build_partial,
     "pk_agg": build_agg,
@@ -327,7 +349,10 @@ def cmd_pk_build(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_pk_upserts(args: argparse.Namespace) -> dict[str, Any]:
-    """Commit rows to a table: all in one commit, or one commit per row with ``--each``."""
+    """Commit rows to a table: all in one commit, or one commit per row with ``--each``. With ``--prepared``
+    and ``--proceed`` (two file paths), the first commit's files are written and its sequence numbers taken,
+    then the file ``--prepared`` is created and the commit waits (at most ``--wait`` seconds) for the file
+    ``--proceed`` to appear: the caller runs whatever should race the commit in between."""
     from pypaimon.table.file_store_table import FileStoreTable
 
     path = os.path.abspath(args.table_path)
@@ -335,8 +360,18 @@ def cmd_pk_upserts(args: argparse.Namespace) -> dict[str, Any]:
         rows = json.load(handle)
     table = FileStoreTable.from_path(path)
     batches = [[row] for row in rows] if args.each else [rows]
-    for batch in batches:
-        write_rows(table, batch)
+
+    def hold() -> None:
+        with open(args.prepared, "w", encoding="utf-8"):
+            pass
+        deadline = time.monotonic() + args.wait
+        while not os.path.exists(args.proceed):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{args.proceed} did not appear within {args.wait} s; nothing committed")
+            time.sleep(0.02)
+
+    for index, batch in enumerate(batches):
+        write_rows(table, batch, hold if index == 0 and args.prepared else None)
     return {"commits": len(batches), "rowCount": len(rows)}
 
 
@@ -349,4 +384,7 @@ def add_pk_commands(sub: Any) -> None:
     upserts.add_argument("table_path")
     upserts.add_argument("--rows", required=True, help="JSON file: a list of row objects")
     upserts.add_argument("--each", action="store_true", help="one commit per row")
+    upserts.add_argument("--prepared", help="created once the first commit's files are written")
+    upserts.add_argument("--proceed", help="the first commit waits for this file (with --prepared)")
+    upserts.add_argument("--wait", type=float, default=120.0, help="seconds to wait for --proceed")
     upserts.set_defaults(func=cmd_pk_upserts)

@@ -30,6 +30,7 @@ Copy = Callable[[str], tuple[str, dict[str, Any]]]
 Change = Callable[[Table, list[ManifestEntry]], None]
 CHECKED = (
     "pk_dedup",
+    "pk_minor",
     "pk_dedup_seq",
     "pk_partial",
     "pk_agg",

@@ -10,7 +10,9 @@ before OUR compaction and again after it (one oracle request each way), and runs
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -177,15 +179,15 @@ def test_minor_compaction_below_the_max_level_keeps_deletes(paimon_pk_tables: Co
     """After a full compaction, four small pypaimon commits to one bucket (5 runs: the trigger): the universal
     pick merges them into max level - 1 (the big max-level run is left alone) and must keep their -D, or the
     old value returns. Versions older than the full compaction are the full-compaction test's."""
-    path, _summary = paimon_pk_tables("pk_dedup")
+    path, _summary = paimon_pk_tables("pk_minor")
     compact(path, "full")
     since = latest_id(path)
     partition = json.dumps({"p": "é"}, ensure_ascii=False)
     keys = sorted(live_key_sequences(path)[(partition, 0)])[:4]
     # Oldest first: the -D, then three +U of equal size (newest first, each run is within the size ratio of
     # the runs before it, and all four stay well below the max-level run).
-    rows = [{"p": "é", "k": keys[3][0], "v": None, "n": 100, "op": "-D"}]
-    rows += [{"p": "é", "k": k[0], "v": "minor", "n": 100, "op": "+U"} for k in keys[:3]]
+    rows = [{"p": "é", "k": keys[3][0], "v": None, "op": "-D"}]
+    rows += [{"p": "é", "k": k[0], "v": "minor", "op": "+U"} for k in keys[:3]]
     rows_file = tmp_path / "rows.json"
     rows_file.write_text(json.dumps(rows, ensure_ascii=False))
     run_oracle("pk-upserts", path, "--rows", rows_file, "--each")
@@ -294,4 +296,36 @@ def test_pypaimon_writer_committing_during_compaction_loses_and_duplicates_nothi
     assert len({(r["p"], r["k"]) for r in rows}) == len(rows), "a key read twice"
     assert _by_text(rows) == _by_text(expected.values())
     assert {e.file.level for e in _entries(path)} == {0, 5}, "pypaimon's files stay at level 0"
+    assert check_pk_table(path) == []
+
+
+def test_pypaimon_commit_prepared_before_our_compaction_lands_on_top(
+    paimon_pk_tables: Copy, tmp_path: Path
+) -> None:
+    """pypaimon writes its files and takes its sequence numbers (the oracle, in a thread), we compact, then
+    pypaimon commits: its level-0 file stays above the compacted run and wins; nothing else changes."""
+    path, summary = paimon_pk_tables("pk_dedup")
+    latest = run_oracle("read", path)
+    upserts = [{**r, "v": f"racing-{r['k']}", "op": "+U"} for r in latest[1::13]]
+    rows_file, prepared, proceed = tmp_path / "rows.json", tmp_path / "prepared", tmp_path / "proceed"
+    rows_file.write_text(json.dumps(upserts, ensure_ascii=False))
+    argv = ["pk-upserts", path, "--rows", rows_file, "--prepared", prepared, "--proceed", proceed]
+
+    with ThreadPoolExecutor(1) as pool:
+        writer = pool.submit(run_oracle, *argv)
+        deadline = time.monotonic() + 120
+        while not prepared.exists():
+            assert not writer.done(), writer.result()
+            assert time.monotonic() < deadline, "pypaimon never prepared its commit"
+            time.sleep(0.02)
+        result = compact(path, "full")
+        proceed.touch()
+        writer.result(timeout=120)
+
+    assert result.to_json()["snapshotId"] == summary["commits"] + 1
+    assert latest_id(path) == summary["commits"] + 2, "pypaimon committed after our compaction"
+    expected = {(r["p"], r["k"]): r for r in latest}
+    expected.update({(r["p"], r["k"]): r for r in upserts})
+    assert _by_text(run_oracle("read", path)) == _by_text(expected.values())
+    assert {e.file.level for e in _entries(path)} == {0, 5}
     assert check_pk_table(path) == []
