@@ -250,7 +250,8 @@ class PaimonMaintenance(MaintenanceBase):
     @property
     def compacts_by_key(self) -> bool:
         """Whether ``compact_data`` merges rows by primary key (Paimon's merge-tree compaction of a primary-key
-        table) rather than bin-packing files; no Spark job does that yet."""
+        table) rather than bin-packing files (the Spark job ``compact_data`` does it too: executors merge the
+        buckets, ``spark/paimon_pk_compaction.py``)."""
         return bool(self.table.schema.is_primary_key_table)
 
     def _compaction_mode(self, mode: str | None, min_file_count: int | None) -> str | None:

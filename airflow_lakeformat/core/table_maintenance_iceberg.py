@@ -59,7 +59,7 @@ class IcebergMaintenance(MaintenanceBase):
     """
 
     orphan_age = ICEBERG_ORPHAN_AGE
-    #: Whether ``compact_data`` merges rows by primary key (Paimon primary-key tables only), which no Spark job does yet.
+    #: Whether ``compact_data`` merges rows by primary key (Paimon primary-key tables only).
     compacts_by_key = False
 
     def __init__(self, table: IcebergTable) -> None:

@@ -2,8 +2,9 @@
 
 Paimon append tables: the same plan (``core/paimon/maintenance/data_compaction.py``) committed as one COMPACT
 snapshot. Paimon primary-key tables: Paimon's merge-tree compaction (``core/paimon/merge_tree``), ``mode``
-``"full"`` (every bucket into one max-level run) or ``"minor"`` (the default: Paimon's universal pick), in the
-worker only for now (``execution="spark"`` is refused for them, ``"auto"`` runs them in the worker). Iceberg tables: Java's ``rewrite_data_files`` with deletes applied, committed as ``replace`` snapshots
+``"full"`` (every bucket into one max-level run) or ``"minor"`` (the default: Paimon's universal pick); on Spark
+the driver plans and commits as in the worker and executors merge the buckets (the job gets ``--full`` or
+``--minor``). Iceberg tables: Java's ``rewrite_data_files`` with deletes applied, committed as ``replace`` snapshots
 validated against concurrent commits (``core/iceberg/maintenance/data_compaction_run.py``); ``min_file_count`` is
 Java's ``min-input-files``, ``target_file_size`` its ``target-file-size-bytes``, ``partitions`` a partition filter
 by value, and ``options`` (Java's options by name) and ``where`` (a predicate) are passed on as they are. Both
@@ -158,14 +159,6 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
         }
         return {name: value for name, value in given.items() if value}
 
-    def spark_refusal(self, table: LakeTable) -> str | None:
-        if table.maintenance.compacts_by_key:
-            return (
-                "the Spark job compact_data does not run the merge-tree compaction of a Paimon primary-key table "
-                "yet; use execution='local'"
-            )
-        return super().spark_refusal(table)
-
     def check_table(self, table: LakeTable) -> None:
         from airflow_lakeformat.core.errors import MaintenanceRefusedError, UnsupportedFormatError
 
@@ -206,5 +199,8 @@ class LakeformatCompactDataOperator(LakeformatMaintenanceOperator):
             args += ["--min-file-count", str(min_files)]
         if self.target_file_size:
             args += ["--target-file-size", str(self.target_file_size)]
+        mode = _text(self.mode)  # checked in check_table: "full" or "minor"
+        if mode is not None:
+            args.append(f"--{mode}")
         args += ["--commit-user", self.task_commit_user(context)]
         return args

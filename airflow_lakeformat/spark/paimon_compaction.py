@@ -1,5 +1,7 @@
 """The ``compact_data`` Spark job on Paimon append tables: executors rewrite the groups, the driver plans and commits.
 
+(A primary-key table goes to :mod:`airflow_lakeformat.spark.paimon_pk_compaction`, Paimon's merge-tree compaction.)
+
 The driver makes the same plan as the driver-side operation
 (:func:`~airflow_lakeformat.core.paimon.maintenance.data_compaction.plan_data_compaction`: small level-0 files per
 partition and bucket, ``--partition`` filters, ``--min-file-count``, ``--target-file-size``), executors rewrite its
@@ -76,6 +78,10 @@ def run(context: JobContext, lake_table: PaimonTable) -> dict[str, Any]:
         "sort_order": args.sort_order,
     }
     refuse_options(table.uri, iceberg_only, only="Iceberg", this="a Paimon")
+    if lake_table.maintenance.compacts_by_key:  # Paimon's merge-tree compaction
+        from airflow_lakeformat.spark import paimon_pk_compaction
+
+        return paimon_pk_compaction.run(context, lake_table, _partitions(args.partition))
     target = parse_memory_size(args.target_file_size) if args.target_file_size else None
     plan = plan_data_compaction(
         table,

@@ -226,18 +226,23 @@ def test_pypaimon_reads_the_same_rows_after_a_full_compaction_and_its_next_upser
     assert len(after) == len(before) and row in after and before[0] not in after, "the upsert wins"
 
 
-def test_the_operator_checks_the_mode_and_keeps_primary_key_tables_off_spark(tmp_path: Path) -> None:
+def test_the_operator_checks_the_mode_and_sends_primary_key_tables_to_spark_with_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from airflow.sdk.exceptions import AirflowSkipException
 
-    from airflow_lakeformat.core.errors import UnsupportedFormatError
     from airflow_lakeformat.operators.compact_data import LakeformatCompactDataOperator
 
     table = pk_table(tmp_path / "t")
     lake = open_table(table.root)
     auto = LakeformatCompactDataOperator(task_id="auto", table="x", mode="full", spark_min_files=0)
-    assert auto.choose_execution(lake) == "local", "no Spark job merges by key yet: auto runs in the worker"
-    with pytest.raises(UnsupportedFormatError, match="does not run the merge-tree compaction"):
-        LakeformatCompactDataOperator(task_id="spark", table="x", execution="spark").choose_execution(lake)
+    assert auto.choose_execution(lake) == "spark", "above the thresholds: on Spark"
+    spark = LakeformatCompactDataOperator(task_id="spark", table="x", execution="spark", mode="minor")
+    assert spark.choose_execution(lake) == "spark"
+    monkeypatch.setattr(LakeformatCompactDataOperator, "task_commit_user", lambda self, context: "user")
+    # the mode goes to the job
+    assert auto.spark_job_args({}, lake)[-3:] == ["--full", "--commit-user", "user"]
+    assert spark.spark_job_args({}, lake)[-3:] == ["--minor", "--commit-user", "user"]
     auto.check_table(lake)
     refused = open_table(
         pk_table(
