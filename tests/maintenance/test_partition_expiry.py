@@ -3,6 +3,7 @@ snapshot expiry and orphan cleanup do with the dropped files afterwards."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -12,6 +13,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
+import fastavro
 import pyarrow as pa
 import pytest
 
@@ -33,6 +35,7 @@ from airflow_lakeformat.core.table_maintenance import IcebergMaintenance
 from airflow_lakeformat.core.tables import open_table
 from tests.support.maintenance import tree
 from tests.support.pypaimon import run_oracle_batch
+from tests.support.seaweedfs import SeaweedFSServer, upload_tree
 from tests.support.tables import TableBuilder
 
 # -- the time of a partition (Java's PartitionTimeExtractor) ---------------------------------------
@@ -309,3 +312,72 @@ def test_the_drop_is_an_overwrite_that_pypaimon_reads_and_expiry_cleans(tmp_path
 
 def table_facade(root: Path) -> Any:
     return open_table(str(root)).maintenance
+
+
+def _index_manifest(root: Path, partition: bytes) -> str:
+    """An index manifest holding one dynamic-bucket hash index file of ``partition`` (Paimon's record layout)."""
+    schema = {
+        "type": "record",
+        "name": "org.apache.paimon.avro.generated.record",
+        "fields": [
+            {"name": "_VERSION", "type": "int"},
+            {"name": "_KIND", "type": "int"},
+            {"name": "_PARTITION", "type": "bytes"},
+            {"name": "_BUCKET", "type": "int"},
+            {"name": "_INDEX_TYPE", "type": "string"},
+            {"name": "_FILE_NAME", "type": "string"},
+            {"name": "_FILE_SIZE", "type": "long"},
+            {"name": "_ROW_COUNT", "type": "long"},
+        ],
+    }
+    record = {
+        "_VERSION": 1,
+        "_KIND": 0,
+        "_PARTITION": partition,
+        "_BUCKET": 0,
+        "_INDEX_TYPE": "HASH",
+        "_FILE_NAME": "index-0-0",
+        "_FILE_SIZE": 8,
+        "_ROW_COUNT": 1,
+    }
+    buffer = io.BytesIO()
+    fastavro.writer(buffer, fastavro.parse_schema(schema), [record])
+    name = "index-manifest-0000-0"
+    (root / "manifest" / name).write_bytes(buffer.getvalue())
+    return name
+
+
+def test_a_partition_with_index_files_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "t"
+    builder = TableBuilder(root, [("dt", "STRING"), ("v", "BIGINT")], ["dt"])
+    snapshot = builder.commit([builder.entry(("2020-01-01",)), builder.entry(("2020-01-02",))])
+    indexed = dataclasses.replace(
+        snapshot, index_manifest=_index_manifest(root, builder.partition("2020-01-02"))
+    )
+    (root / "snapshot" / "snapshot-1").write_bytes(indexed.to_bytes())
+    table = Table.open(str(root))
+    with pytest.raises(MaintenanceRefusedError, match="index files"):
+        expire_partitions(table, expiration_time="1 d", now=NOW, dry_run=True)
+    # the other partition alone is not indexed: its drop goes ahead, and the index manifest is carried
+    result = expire_partitions(table, expiration_time="1 d", now=datetime(2020, 1, 2, 12), dry_run=False)
+    assert expired_specs(result) == ["2020-01-01"]
+    latest = Table.open(str(root)).snapshot_manager.latest_snapshot()
+    assert latest is not None and latest.index_manifest == indexed.index_manifest
+
+
+@pytest.mark.s3
+def test_partition_expiry_on_s3_matches_the_local_run(
+    tmp_path: Path, seaweedfs: SeaweedFSServer, s3_bucket: str
+) -> None:
+    local = tmp_path / "t"
+    day_table(local, **{"partition.timestamp-formatter": "yyyyMMdd"})
+    remote = f"{s3_bucket}/partitions/t"
+    upload_tree(seaweedfs.fs(), local, remote)
+    table = Table.open(remote, seaweedfs.storage_options())
+    result = expire_partitions(table, expiration_time="2 d", now=NOW)
+    local_result = expire_partitions(Table.open(str(local)), expiration_time="2 d", now=NOW)
+    assert expired_specs(result) == expired_specs(local_result) == ["20240101", "20240102", "20240103"]
+    assert result.snapshot_id == local_result.snapshot_id == 3
+    remote_live = {p.split("/", 1)[0] for p in data_paths(Table.open(remote, seaweedfs.storage_options()))}
+    assert remote_live == {p.split("/", 1)[0] for p in data_paths(Table.open(str(local)))}
+    assert remote_live == {"dt=20240104", "dt=20240105", "dt=bad", "dt=__DEFAULT_PARTITION__"}
