@@ -320,6 +320,7 @@ def test_a_concurrent_writer_taking_the_sequence_numbers_makes_the_batch_write_a
         ({"bucket": "-1"}, UnsupportedFormatError, "bucket=-1 \\(dynamic bucket"),
         ({"bucket": "-2"}, UnsupportedFormatError, "bucket=-2"),
         ({"changelog-producer": "input"}, UnsupportedFormatError, "changelog-producer=input"),
+        ({"deletion-vectors.enabled": "true"}, UnsupportedFormatError, "deletion-vectors.enabled=true"),
         (
             {"merge-engine": "aggregation", "fields.v.aggregate-function": "collect"},
             UnsupportedFormatError,

@@ -30,8 +30,10 @@ Refused, typed (:class:`UnsupportedFormatError`) before anything is written: ``b
 a key's bucket is kept in the table's hash index, which this writer does not maintain; with partition keys
 outside the primary key it is a cross-partition upsert, whose global key index is not maintained either),
 ``bucket=-2`` (postponed buckets), ``changelog-producer=input`` (the writer must write the input as changelog
-files too), ``row-tracking.enabled``/``data-evolution.enabled``, a ``bucket-function.type`` other than the
-default, a level-0 file format other than Parquet, and the merge options ``MergeSpec`` refuses (named).
+files too), ``deletion-vectors.enabled`` (readers skip level 0 until a compaction we do not run maintains the
+vectors: our rows would stay invisible), ``row-tracking.enabled``/``data-evolution.enabled``, a
+``bucket-function.type`` other than the default, a level-0 file format other than Parquet, and the merge
+options ``MergeSpec`` refuses (named).
 Input Paimon's merge would fail on is refused with :class:`RegisterError`: records of one key the merge
 function rejects (``merge_kv``), and retractions into a ``first-row`` table (unless ``ignore-delete``), into a
 ``partial-update`` table without ``partial-update.remove-record-on-delete``, and into an ``aggregation`` table
@@ -148,6 +150,12 @@ def pk_write_table(table: Table) -> PkWriteTable:
     for flag in ("row-tracking.enabled", "data-evolution.enabled"):
         if parse_bool(options.get(flag) or "false"):
             raise _refuse(table, f"{flag}=true (row ids are not assigned)")
+    if parse_bool(options.get("deletion-vectors.enabled") or "false"):
+        raise _refuse(
+            table,
+            "deletion-vectors.enabled=true (batch readers skip level-0 files until a compaction that maintains "
+            "deletion vectors makes them visible, and this tool does not run one)",
+        )
     function = (options.get("bucket-function.type") or "default").strip().lower()
     if function != "default":
         raise _refuse(table, f"bucket-function.type={function} (only the default bucket function)")
