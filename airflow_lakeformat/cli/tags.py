@@ -5,14 +5,16 @@ Each opens its table through the facade (:func:`~airflow_lakeformat.cli.tables.o
 the operators call. Every command prints the one tag result document (``--json``: ``operation``, ``format``,
 ``table``, ``dryRun``, ``created``, ``alreadyExisted``, ``deleted``, ``tags``, ``decisions``, ``warnings``), or its
 summary line (``tag list``: a table of the tags). Deleting a tag deletes the tag only (a Paimon tag file, an
-Iceberg ref), never a data file, so ``tag delete`` and ``expire-tags`` run unless ``--dry-run``, as Java's
-procedures do. :func:`add_tag_commands` registers the commands on the ``lakeformat`` parser (imported by
+Iceberg ref), never a data file. ``tag delete`` names the one tag to delete and runs unless ``--dry-run``;
+``expire-tags`` chooses its tags by age, so it follows the rule of every command that deletes by age
+(``expire``, ``remove-orphans``): a dry run unless ``--apply``. :func:`add_tag_commands` registers the commands on the ``lakeformat`` parser (imported by
 ``cli/parser.py`` when it builds the parser; this module imports no format and nothing heavy).
 
 Example:
     >>> from airflow_lakeformat.cli import main
     >>> main(["tag", "create", "/wh/db.db/t", "nightly", "--retain", "7d"])  # doctest: +SKIP
-    >>> main(["expire-tags", "/wh/db.db/t", "--older-than", "30d", "--dry-run"])  # doctest: +SKIP
+    >>> main(["expire-tags", "/wh/db.db/t", "--older-than", "30d"])  # doctest: +SKIP (a dry run)
+    >>> main(["expire-tags", "/wh/db.db/t", "--older-than", "30d", "--apply"])  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -107,8 +109,8 @@ def add_tag_commands(
     expire = add(
         "expire-tags",
         "tags:expire_tags",
-        "delete tags whose time retention has passed, and with --older-than older ones (unless --dry-run)",
-        "lakeformat expire-tags /wh/db.db/t --older-than 30d --dry-run",
+        "delete tags whose time retention has passed, and with --older-than older ones (a dry run unless --apply)",
+        "lakeformat expire-tags /wh/db.db/t --older-than 30d --apply",
     )
     expire.add_argument(
         "--older-than",
@@ -117,7 +119,9 @@ def add_tag_commands(
         "committed (Iceberg) before this timestamp or this long ago, e.g. 30d or 2024-05-01T00:00:00 "
         "(default: retention only)",
     )
-    expire.add_argument("--dry-run", action="store_true", help="report, delete nothing (default: delete)")
+    from airflow_lakeformat.cli.parser import add_deleting_run_flags
+
+    add_deleting_run_flags(expire)
 
 
 def create_tag(args: argparse.Namespace, out: TextIO) -> None:
@@ -168,7 +172,7 @@ def list_tags(args: argparse.Namespace, out: TextIO) -> None:
 
 
 def expire_tags(args: argparse.Namespace, out: TextIO) -> None:
-    """``expire-tags TABLE [--older-than TS|DURATION] [--dry-run]``."""
+    """``expire-tags TABLE [--older-than TS|DURATION] [--apply | --dry-run]`` (a dry run unless ``--apply``)."""
     from airflow_lakeformat.cli.tables import open_command_table
     from airflow_lakeformat.core.errors import UsageError
     from airflow_lakeformat.core.maintenance.facade_base import expiry_older_than

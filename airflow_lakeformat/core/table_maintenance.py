@@ -499,10 +499,13 @@ class PaimonMaintenance(MaintenanceBase):
         return manage.list_tags(self.table)
 
     def expire_tags(
-        self, older_than: OlderThan = None, dry_run: bool = False, now: datetime | None = None
+        self, older_than: OlderThan = None, dry_run: bool = True, now: datetime | None = None
     ) -> TagResult:
         """Delete tags whose ``tagTimeRetained`` has passed, and with ``older_than`` (a duration, or a local
-        timestamp) those created before it (Java's ``TagTimeExpire``; no create time: the file's mtime)."""
+        timestamp) those created before it (Java's ``TagTimeExpire``; no create time: the file's mtime).
+
+        A dry run unless ``dry_run=False``, as every operation that deletes by age.
+        """
         from airflow_lakeformat.core.paimon.tags import manage
         from airflow_lakeformat.core.paimon.tags.tag_expiry import parse_older_than
 

@@ -465,11 +465,12 @@ class IcebergMaintenance(MaintenanceBase):
         return tags.list_tags(self.table)
 
     def expire_tags(
-        self, older_than: OlderThan = None, dry_run: bool = False, now: datetime | None = None
+        self, older_than: OlderThan = None, dry_run: bool = True, now: datetime | None = None
     ) -> TagResult:
         """Remove tags whose ``max-ref-age-ms`` (else ``history.expire.max-ref-age-ms``) has passed since their
         snapshot, whose snapshot is missing, and with ``older_than`` (a duration or a timestamp, naive = UTC)
-        those whose snapshot is older."""
+        those whose snapshot is older. A dry run unless ``dry_run=False``, as every operation that deletes by age.
+        """
         from airflow_lakeformat.core.iceberg.maintenance import tags
 
         return tags.expire_tags(self.table, older_than=older_than, dry_run=dry_run, now=now)

@@ -99,7 +99,7 @@ def test_expire_tags_by_max_ref_age_and_older_than(tmp_path: Path) -> None:
     newest = table.metadata.snapshot_by_id(ids[2])
     assert newest is not None
     cutoff = datetime.fromtimestamp(newest.timestamp_ms / 1000, timezone.utc).isoformat()
-    by_time = m.expire_tags(older_than=cutoff, now=later)
+    by_time = m.expire_tags(older_than=cutoff, now=later, dry_run=False)
     assert sorted(d.tag.name for d in by_time.deleted) == ["long", "short"]
     assert sorted(n for n, r in _refs(table.root).items() if r[0] == "tag") == ["forever"]
     with pytest.raises(UsageError):
@@ -169,9 +169,9 @@ def test_cli_tags_on_iceberg(tmp_path: Path) -> None:
     document = json.loads(text)
     assert code == 0 and document["format"] == "iceberg" and document["created"][0]["snapshotId"] == ids[0]
     assert run("tag", "list", root)[1].splitlines()[1].split()[:2] == ["v1", str(ids[0])]
-    assert json.loads(run("expire-tags", root, "--older-than", "2099-01-01T00:00:00Z", "--json")[1])[
-        "deleted"
-    ]
+    assert json.loads(
+        run("expire-tags", root, "--older-than", "2099-01-01T00:00:00Z", "--apply", "--json")[1]
+    )["deleted"]
     assert "v1" not in _refs(root)
 
 

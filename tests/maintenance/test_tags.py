@@ -150,7 +150,7 @@ def test_expire_tags_by_retention_and_by_older_than_with_the_mtime_fallback(tmp_
     assert "file modified" in next(d.reason for d in by_age.deleted if d.tag.name == "manual")
     stamp = (datetime.now() - timedelta(days=1)).strftime("%Y-%m-%d %H:%M:%S")
     assert sorted(d.tag.name for d in m.expire_tags(older_than=stamp, dry_run=True).deleted) == ["manual"]
-    real = m.expire_tags(older_than=timedelta(days=1), now=later)
+    real = m.expire_tags(older_than=timedelta(days=1), now=later, dry_run=False)
     assert sorted(d.tag.name for d in real.deleted) == ["manual", "short"]
     assert sorted(table.native.snapshot_manager.tag_names()) == ["long"]
     with pytest.raises(UsageError):
@@ -313,6 +313,11 @@ def test_cli_tag_commands_print_one_document_shape(tmp_path: Path) -> None:
     assert set(listed) == set(created) and [t["name"] for t in listed["tags"]] == ["nightly"]
     dry = json.loads(_run("expire-tags", root, "--older-than", "0d", "--dry-run", "--json")[1])
     assert dry["dryRun"] and [d["name"] for d in dry["deleted"]] == ["nightly"]
+    default = json.loads(_run("expire-tags", root, "--older-than", "0d", "--json")[1])
+    assert default["dryRun"] and (Path(root) / "tag" / "tag-nightly").exists()  # deletes by age: a dry run
+    with pytest.raises(SystemExit) as both:  # --apply with --dry-run: a usage error, as for expire
+        _run("expire-tags", root, "--older-than", "0d", "--apply", "--dry-run")
+    assert both.value.code == 2
     assert _run("expire-tags", root, "--older-than", "5")[0] == 2
     assert _run("tag", "delete", root, "nightly", "--dry-run")[0] == 0
     assert (Path(root) / "tag" / "tag-nightly").exists()
