@@ -153,8 +153,10 @@ def test_jobs_fail_before_any_spark_session_with_the_exit_codes(
     assert compact_job.main(["--table", str(tmp_path / "missing")]) == 3
     assert capsys.readouterr().err.startswith("lakeformat-job: error: ")
     pk = create_table(str(tmp_path / "pk"), schema_from_fields(FIELDS, ["dt"], ["dt", "v"]))
-    assert compact_job.main(["--table", pk.root]) == 5
-    assert "primary-key table" in capsys.readouterr().err
+    # A primary-key table is compacted (merge-tree), but not one whose compaction must emit a changelog.
+    producing = schema_from_fields(FIELDS, ["dt"], ["dt", "v"], {"changelog-producer": "lookup"})
+    assert compact_job.main(["--table", create_table(str(tmp_path / "lookup"), producing).root]) == 5
+    assert "changelog-producer=lookup" in capsys.readouterr().err
     assert write_job.main(["--table", pk.root, "--source", "x.parquet", "--source-format", "parquet"]) == 11
     assert "cannot add files to a primary-key table" in capsys.readouterr().err
     with pytest.raises(SystemExit) as usage:
