@@ -439,3 +439,38 @@ def test_cli_row_kind_column_deletes_and_is_refused_elsewhere(tmp_path: Path) ->
         "write", postponed.root, "--from", str(source), "--row-kind-column", "kind", "--dry-run"
     )
     assert code == 5 and "bucket=-2" in err, "a dry run refuses what the real run refuses"
+
+
+@pytest.mark.parametrize(
+    "combo", [["BIGINT"], ["SMALLINT", "TINYINT"], ["BOOLEAN", "DATE", "INT"], ["INT"] * 9]
+)
+def test_vectorized_buckets_equal_the_row_by_row_hash(combo: list[str]) -> None:
+    """``row_buckets``' fixed-width fast path against ``default_bucket`` of each row's encoded BinaryRow
+    (negative values, nulls, a two-word header)."""
+    import numpy as np
+
+    from airflow_lakeformat.core.paimon import binary_row
+    from airflow_lakeformat.core.paimon.arrow_types import arrow_type, internal_values
+    from airflow_lakeformat.core.paimon.types import parse_type
+    from airflow_lakeformat.core.paimon.write.bucketing import default_bucket, row_buckets
+
+    rng = np.random.default_rng(7)
+    types = [parse_type(t) for t in combo]
+    bits = {"BOOLEAN": 1, "TINYINT": 7, "SMALLINT": 15, "INT": 31, "DATE": 31, "BIGINT": 63}
+    columns = {}
+    for i, dtype in enumerate(types):
+        high = bits[dtype.root]
+        low = 0 if high == 1 else -(2**high)
+        values = [int(v) for v in rng.integers(low, 2**high - 1 if high > 1 else 2, 500, dtype=np.int64)]
+        if dtype.root == "BOOLEAN":
+            values = [bool(v) for v in values]
+        columns[f"c{i}"] = pa.array([None if rng.random() < 0.1 else v for v in values], arrow_type(dtype))
+    data = pa.table(columns)
+    rows = zip(
+        *(internal_values(data.column(k), t) for k, t in zip(columns, types, strict=True)), strict=True
+    )
+    encoded = [binary_row.encode(list(row), types) for row in rows]
+    for buckets in (1, 3, 16):
+        assert row_buckets(data, list(columns), types, buckets) == [
+            default_bucket(e, buckets) for e in encoded
+        ]

@@ -4,7 +4,10 @@
   ``_TOTAL_BUCKETS = -1``. Fixed-bucket tables (``bucket > 0``) are supported with the default
   bucket function only: every row's ``bucket-key`` is hashed as ``DefaultBucketFunction`` does
   (Murmur3 by words over the key's BinaryRow, ``abs(hash % buckets)``) and a registered file whose
-  rows do not all hash to its directory's bucket is refused. Primary-key tables are refused.
+  rows do not all hash to its directory's bucket is refused. Keys of fixed-width integer-like types
+  (BOOLEAN, TINYINT, SMALLINT, INT, DATE, BIGINT) are hashed vectorized, every row's BinaryRow image built
+  in one byte matrix; other keys row by row. The same function routes a primary-key table's rows
+  (``pk_writes``; its bucket key is ``bucket-key`` or the trimmed primary key).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import struct
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from airflow_lakeformat.core.paimon import binary_row
@@ -73,6 +77,9 @@ def row_buckets(
     data: pa.Table, keys: Sequence[str], types: Sequence[DataType], num_buckets: int
 ) -> list[int]:
     """The bucket of every row, from its bucket-key columns (already cast to the table's types)."""
+    if data.num_rows and all(t.root in _FIXED_WIDTH for t in types):
+        fast: list[int] = _fixed_width_buckets(data, keys, types, num_buckets).tolist()
+        return fast
     columns = [internal_values(data.column(k), t) for k, t in zip(keys, types, strict=True)]
     key_types = list(types)
     cache: dict[tuple[Any, ...], int] = {}
@@ -85,3 +92,43 @@ def row_buckets(
                 cache[row] = bucket
         out.append(bucket)
     return out
+
+
+# Key types whose BinaryRow is the header and one little-endian value per 8-byte slot (no variable part).
+_FIXED_WIDTH = {"BOOLEAN": 1, "TINYINT": 1, "SMALLINT": 2, "INT": 4, "DATE": 4, "BIGINT": 8}
+_ARROW_OF_WIDTH = {1: pa.int8(), 2: pa.int16(), 4: pa.int32(), 8: pa.int64()}
+
+
+def _fixed_width_buckets(
+    data: pa.Table, keys: Sequence[str], types: Sequence[DataType], num_buckets: int
+) -> np.ndarray:
+    """:func:`row_buckets` for keys of fixed-width integer-like types, vectorized: every row's BinaryRow
+    image is built in one byte matrix (header with the null bits, then the slots) and hashed word by word
+    as :func:`murmur_hash_by_words` does, in uint32 arithmetic."""
+    arity = len(types)
+    header = binary_row.header_size(arity)
+    rows = np.zeros((data.num_rows, header + 8 * arity), dtype=np.uint8)
+    for pos, (key, dtype) in enumerate(zip(keys, types, strict=True)):
+        width = _FIXED_WIDTH[dtype.root]
+        column = data.column(key).combine_chunks()
+        valid = np.asarray(column.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        ints = column.cast(_ARROW_OF_WIDTH[width]).fill_null(0).to_numpy(zero_copy_only=False)
+        slot = header + 8 * pos
+        raw = np.ascontiguousarray(ints.astype(f"<i{width}")).view(np.uint8).reshape(-1, width)
+        rows[:, slot : slot + width] = raw
+        bit = pos + 8
+        rows[~valid, bit // 8] |= np.uint8(1 << (bit % 8))
+    words = rows.view("<u4")
+    h1 = np.full(data.num_rows, 42, dtype=np.uint32)
+    for index in range(words.shape[1]):
+        k1 = words[:, index] * np.uint32(0xCC9E2D51)
+        k1 = (k1 << np.uint32(15)) | (k1 >> np.uint32(17))
+        h1 ^= k1 * np.uint32(0x1B873593)
+        h1 = ((h1 << np.uint32(13)) | (h1 >> np.uint32(19))) * np.uint32(5) + np.uint32(0xE6546B64)
+    h1 ^= np.uint32(rows.shape[1])
+    h1 ^= h1 >> np.uint32(16)
+    h1 *= np.uint32(0x85EBCA6B)
+    h1 ^= h1 >> np.uint32(13)
+    h1 *= np.uint32(0xC2B2AE35)
+    h1 ^= h1 >> np.uint32(16)
+    return np.abs(h1.view(np.int32).astype(np.int64)) % num_buckets
