@@ -112,6 +112,11 @@ class UsageError(LakeformatError, ValueError):
     needs a catalog): refused before anything was created or changed. Exit code 2, as a usage mistake."""
 
 
+class TagAlreadyExistsError(UsageError, FileExistsError):
+    """A tag of that name exists (create with ``ignore_if_exists`` or ``replace`` to accept it); nothing
+    was changed. A usage mistake (exit code 2), as Java's "Tag name already exists"."""
+
+
 class CommitConflictError(LakeformatError):
     """The commit contradicts the current table (a DELETE of a file that is not live, a duplicate ADD).
 

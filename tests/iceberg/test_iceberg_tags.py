@@ -12,9 +12,13 @@ import pytest
 from pyiceberg.table.refs import SnapshotRefType
 
 from airflow_lakeformat import cli
-from airflow_lakeformat.core.errors import SnapshotNotFoundError, TagNotFoundError, UsageError
+from airflow_lakeformat.core.errors import (
+    SnapshotNotFoundError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
+    UsageError,
+)
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
-from airflow_lakeformat.core.maintenance.tag_results import TagAlreadyExistsError
 from airflow_lakeformat.core.tables import IcebergLakeTable, open_table
 from tests.iceberg import expiry_support as support
 from tests.support.java_iceberg import JavaIcebergWarehouse

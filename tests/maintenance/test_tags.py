@@ -14,9 +14,14 @@ from pathlib import Path
 import pytest
 
 from airflow_lakeformat import cli
-from airflow_lakeformat.core.errors import SnapshotNotFoundError, TagNotFoundError, UsageError
+from airflow_lakeformat.core.errors import (
+    SnapshotNotFoundError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
+    UsageError,
+)
 from airflow_lakeformat.core.maintenance.tag_periods import PeriodHandler, oldest_auto_tags
-from airflow_lakeformat.core.maintenance.tag_results import TagAlreadyExistsError, TagInfo
+from airflow_lakeformat.core.maintenance.tag_results import TagInfo
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.maintenance.expiry import expire_snapshots
 from airflow_lakeformat.core.paimon.maintenance.orphans import plan_orphan_cleanup

@@ -25,15 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lakeformat.core.errors import UsageError
 from airflow_lakeformat.core.maintenance.result_repr import short_repr
 
-__all__ = ["DeletedTag", "TagAlreadyExistsError", "TagInfo", "TagResult"]
-
-
-class TagAlreadyExistsError(UsageError, FileExistsError):
-    """A tag of that name exists (create with ``ignore_if_exists`` or ``replace`` to accept it); nothing
-    was changed. A usage mistake (exit code 2), as Java's "Tag name already exists"."""
+__all__ = ["DeletedTag", "TagInfo", "TagResult"]
 
 
 @dataclass(frozen=True)

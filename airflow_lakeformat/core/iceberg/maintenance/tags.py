@@ -33,7 +33,12 @@ from pyiceberg.table import Transaction
 from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
 from pyiceberg.table.update.snapshot import ManageSnapshots
 
-from airflow_lakeformat.core.errors import SnapshotNotFoundError, TagNotFoundError, UsageError
+from airflow_lakeformat.core.errors import (
+    SnapshotNotFoundError,
+    TagAlreadyExistsError,
+    TagNotFoundError,
+    UsageError,
+)
 from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import (
     MAX_REF_AGE_MS,
     MAX_REF_AGE_MS_DEFAULT,
@@ -43,12 +48,7 @@ from airflow_lakeformat.core.iceberg.maintenance.expiry_rules import (
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 from airflow_lakeformat.core.maintenance.tag_periods import PeriodHandler, oldest_auto_tags
-from airflow_lakeformat.core.maintenance.tag_results import (
-    DeletedTag,
-    TagAlreadyExistsError,
-    TagInfo,
-    TagResult,
-)
+from airflow_lakeformat.core.maintenance.tag_results import DeletedTag, TagInfo, TagResult
 
 SNAPSHOT_STAYS = (
     "only the ref is removed: its snapshot stays until snapshot expiry removes it (if no other ref holds it), "

@@ -28,10 +28,10 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
-from airflow_lakeformat.core.errors import SnapshotNotFoundError, UsageError
+from airflow_lakeformat.core.errors import SnapshotNotFoundError, TagAlreadyExistsError, UsageError
 from airflow_lakeformat.core.maintenance.deletion import FileDeleter
 from airflow_lakeformat.core.maintenance.tag_periods import PeriodHandler, oldest_auto_tags
-from airflow_lakeformat.core.maintenance.tag_results import DeletedTag, TagAlreadyExistsError, TagResult
+from airflow_lakeformat.core.maintenance.tag_results import DeletedTag, TagResult
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
 from airflow_lakeformat.core.paimon.snapshot_manager import SnapshotManager
 from airflow_lakeformat.core.paimon.table import Table
