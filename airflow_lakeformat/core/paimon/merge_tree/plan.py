@@ -185,7 +185,11 @@ def plan_primary_key_compaction(
         target_file_size: bytes per output file (default: the table's ``target-file-size``, else 128 MiB).
 
     Raises:
-        UnsupportedFormatError: a refused table, file or merge option (:mod:`.refusals`, ``MergeSpec``).
+        UnsupportedFormatError: a table or file this compaction cannot handle (:mod:`.refusals`: changelog
+            producers, deletion vectors, ``bucket=-2``, non-Parquet or external files; exit code 5).
+        MaintenanceRefusedError: a merge option not implemented or a merge Paimon would fail on
+            (``MergeSpec``), a file of an older schema with other fields, two records of a key with one
+            sequence (``AmbiguousSequenceError``); exit code 9.
 
     Example:
         >>> plan_primary_key_compaction(table, mode="full").to_json()["units"]  # doctest: +SKIP
