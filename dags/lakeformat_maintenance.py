@@ -16,8 +16,8 @@ Settings come from the environment so the file parses without touching storage:
   snapshot uses them.
 * ``LAKEFORMAT_MAINTENANCE_COMPACTION``: ``off`` (the default: writers compact), ``minor`` or ``full``: adds a
   ``compact_data`` step after partition expiry. Primary-key tables get Paimon's merge-tree compaction in that
-  mode (in the worker), append tables the bin-pack of small files (``minor`` only: ``full`` is refused for
-  them), tables it does not handle are skipped.
+  mode, append tables the bin-pack of small files (``minor`` only: ``full`` is refused for them), both where
+  ``LAKEFORMAT_MAINTENANCE_EXECUTION`` says; tables it does not handle are skipped.
 * ``LAKEFORMAT_MAINTENANCE_RETAIN_MIN`` and ``LAKEFORMAT_MAINTENANCE_OLDER_THAN`` for expiry (default: the
   table's options); ``LAKEFORMAT_ORPHAN_OLDER_THAN`` (default ``1 d``) for orphan cleanup.
 
