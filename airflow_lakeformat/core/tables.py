@@ -39,6 +39,7 @@ from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
 from airflow_lakeformat.core.table_maintenance import IcebergMaintenance, ManifestMode, PaimonMaintenance
 
 if TYPE_CHECKING:
+    from airflow_lakeformat.core.health.model import TableHealth
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.snapshot import Snapshot
     from airflow_lakeformat.core.paimon.table import Table
@@ -303,6 +304,22 @@ class PaimonTable:
 
         return inspect_table(self.native, progress)
 
+    def health(self, progress: Progress = NO_PROGRESS) -> TableHealth:
+        """What the table needs, from its metadata only: measures, a 0-100 score and recommendations
+        (``core/health/``; Paimon's collector ``core/paimon/maintenance/health.py``).
+
+        Args:
+            progress: a progress reporter for the manifests read.
+
+        Example:
+            >>> open_table("/wh/db.db/events").health().operations
+            ['compact_data', 'expire_snapshots']
+        """
+        from airflow_lakeformat.core.health.assess import assess
+        from airflow_lakeformat.core.paimon.maintenance.health import collect_health
+
+        return assess(collect_health(self.native, progress))
+
     def _snapshot(self, snapshot: int | None, ref: str | None) -> Snapshot | None:
         manager = self.native.snapshot_manager
         if snapshot is not None and ref is not None:
@@ -465,6 +482,22 @@ class IcebergLakeTable:
         from airflow_lakeformat.core.iceberg.metadata.inspect import inspect_table
 
         return inspect_table(self.native, progress=progress)
+
+    def health(self, progress: Progress = NO_PROGRESS) -> TableHealth:
+        """What the table needs, from its metadata only: measures, a 0-100 score and recommendations
+        (``core/health/``; Iceberg's collector ``core/iceberg/maintenance/health.py``).
+
+        Args:
+            progress: a progress reporter for the manifests read.
+
+        Example:
+            >>> open_table("/wh/events").health().score
+            100
+        """
+        from airflow_lakeformat.core.health.assess import assess
+        from airflow_lakeformat.core.iceberg.maintenance.health import collect_health
+
+        return assess(collect_health(self.native, progress))
 
     def __repr__(self) -> str:
         return f"IcebergLakeTable({self.uri!r})"

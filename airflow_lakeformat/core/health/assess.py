@@ -1,0 +1,294 @@
+"""From a collector's :class:`HealthInputs` to the :class:`TableHealth` report: measures, score, recommendations.
+
+The rules (the thresholds are ``core/health/thresholds.py``'s, the score ``core/health/score.py``'s):
+
+- ``compact_data`` (small files): a compaction group (Iceberg: a partition; Paimon append table: a
+  (partition, bucket)) holding at least ``min-small-files`` small data files. Expected: those files rewritten
+  into about ``ceil(bytes / target)`` files per group.
+- ``compact_data`` (merge-on-read load): a Paimon primary-key bucket with at least ``max-sorted-runs`` sorted
+  runs (the table's ``num-sorted-run.compaction-trigger``, the point where Paimon's writer compacts); or a
+  partition whose delete records reach ``delete-ratio`` of its data records (Iceberg position and equality
+  deletes, Paimon DELETE records): a compaction applies them.
+- ``compact_deletes`` (Iceberg): a partition with at least ``min-small-files`` position-delete files while
+  its delete ratio is under ``delete-ratio`` (rewriting the delete files is enough).
+- ``compact_manifests``: at least ``max-small-manifests`` manifests under the manifest target size.
+- ``expire_snapshots``: the expiry plan, a dry run with the table's own retention, would remove at least
+  ``min-expirable-snapshots`` snapshots. Expected: its snapshot, file and byte counts.
+- ``expire_partitions`` (Paimon): at least ``min-expirable-partitions`` partitions past
+  ``partition.expiration-time`` (the partition expiry's dry run).
+
+Recommendations come in the order to run them: partitions first (fewer files to compact), then data and
+deletes, manifests, and snapshot expiry last (it deletes what the others replaced).
+
+This module is neutral: it imports no format.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from airflow_lakeformat.core.health.model import (
+    FileFacts,
+    HealthInputs,
+    PartitionHealth,
+    Recommendation,
+    TableHealth,
+)
+from airflow_lakeformat.core.health.score import health_score, ratio_load
+from airflow_lakeformat.core.maintenance.results import human_bytes
+
+DELETE_CONTENTS = ("position-deletes", "equality-deletes")
+
+
+def sorted_runs(files: Iterable[FileFacts]) -> int:
+    """Paimon's sorted runs of one bucket: each level-0 file, plus one per non-empty higher level."""
+    level0, higher = 0, set()
+    for f in files:
+        if f.level == 0:
+            level0 += 1
+        else:
+            higher.add(f.level)
+    return level0 + len(higher)
+
+
+def assess(inputs: HealthInputs) -> TableHealth:
+    """The report: measures, per-partition figures, the score and the recommendations."""
+    t = inputs.thresholds
+    small_limit = int(inputs.target_file_size * t.small_file_ratio)
+    data = [f for f in inputs.files if f.content == "data"]
+    deletes = [f for f in inputs.files if f.content in DELETE_CONTENTS]
+    groups: dict[tuple[str, int | None], list[FileFacts]] = defaultdict(list)
+    for f in data:
+        groups[(f.partition, f.bucket)].append(f)
+    small_groups = {
+        key: [f for f in files if f.size < small_limit]
+        for key, files in groups.items()
+        if not inputs.primary_key and sum(1 for f in files if f.size < small_limit) >= t.min_small_files
+    }
+    runs = {key: sorted_runs(files) for key, files in groups.items()} if inputs.primary_key else {}
+    over_trigger = {key: n for key, n in runs.items() if n >= t.max_sorted_runs}
+    partitions = _partitions(data, deletes, small_limit, runs)
+    records = sum(f.records for f in data)
+    eq_records = sum(f.records for f in deletes if f.content == "equality-deletes")
+    pos_records = sum(f.records for f in deletes if f.content == "position-deletes")
+    kv_deletes = sum(f.delete_records for f in data)
+    compactable_small = sum(len(files) for files in small_groups.values())
+    if inputs.primary_key:
+        delete_load = len(over_trigger) / len(runs) if runs else 0.0
+        position_load = ratio_load(kv_deletes, records, t.delete_ratio)
+    else:
+        delete_load = ratio_load(eq_records, records, t.delete_ratio)
+        position_load = ratio_load(pos_records + kv_deletes, records, t.delete_ratio)
+    score, penalties = health_score(
+        small=compactable_small / len(data) if data else 0.0, deletes=delete_load, positions=position_load
+    )
+    manifests_small = sum(1 for n in inputs.manifest_sizes if n < inputs.manifest_target_size)
+    recommendations = [
+        *_partition_expiry(inputs),
+        *_data_compaction(inputs, small_groups, over_trigger, partitions),
+        *_manifest_compaction(inputs, manifests_small),
+        *_snapshot_expiry(inputs),
+    ]
+    return TableHealth(
+        format=inputs.format,
+        table=inputs.table,
+        snapshot_id=inputs.snapshot_id,
+        score=score,
+        penalties=penalties,
+        files={
+            "dataFiles": len(data),
+            "dataBytes": sum(f.size for f in data),
+            "records": records,
+            "smallFiles": sum(1 for f in data if f.size < small_limit),
+            "compactableSmallFiles": compactable_small,
+            "smallFileThreshold": small_limit,
+            "targetFileSize": inputs.target_file_size,
+            "averageFileSize": sum(f.size for f in data) // len(data) if data else 0,
+            "partitions": len(partitions),
+        },
+        deletes={
+            "deleteFiles": len(deletes),
+            "deleteBytes": sum(f.size for f in deletes),
+            "positionDeleteFiles": sum(1 for f in deletes if f.content == "position-deletes"),
+            "positionDeleteRecords": pos_records,
+            "equalityDeleteFiles": sum(1 for f in deletes if f.content == "equality-deletes"),
+            "equalityDeleteRecords": eq_records,
+            "deleteRecords": kv_deletes,
+            "maxSortedRuns": max(runs.values()) if runs else None,
+            "bucketsOverTrigger": len(over_trigger) if inputs.primary_key else None,
+        },
+        snapshots=_snapshots(inputs),
+        manifests={
+            "count": len(inputs.manifest_sizes),
+            "bytes": sum(inputs.manifest_sizes),
+            "averageBytes": sum(inputs.manifest_sizes) // len(inputs.manifest_sizes)
+            if inputs.manifest_sizes
+            else 0,
+            "small": manifests_small,
+            "targetBytes": inputs.manifest_target_size,
+        },
+        metadata_bytes=inputs.metadata_bytes,
+        expirable_partitions=inputs.expirable_partitions,
+        thresholds=t,
+        partitions=partitions,
+        recommendations=recommendations,
+    )
+
+
+def _partitions(
+    data: list[FileFacts], deletes: list[FileFacts], small_limit: int, runs: dict[tuple[str, int | None], int]
+) -> list[PartitionHealth]:
+    by_partition: dict[str, list[FileFacts]] = defaultdict(list)
+    for f in [*data, *deletes]:
+        by_partition[f.partition].append(f)
+    result = []
+    for name in sorted(by_partition):
+        files = by_partition[name]
+        part_data = [f for f in files if f.content == "data"]
+        part_runs = [n for (p, _), n in runs.items() if p == name]
+        result.append(
+            PartitionHealth(
+                partition=name,
+                data_files=len(part_data),
+                data_bytes=sum(f.size for f in part_data),
+                records=sum(f.records for f in part_data),
+                small_files=sum(1 for f in part_data if f.size < small_limit),
+                delete_files=len(files) - len(part_data),
+                delete_records=sum(f.records for f in files if f.content != "data")
+                + sum(f.delete_records for f in part_data),
+                sorted_runs=max(part_runs) if part_runs else None,
+            )
+        )
+    return result
+
+
+def _data_compaction(
+    inputs: HealthInputs,
+    small_groups: dict[tuple[str, int | None], list[FileFacts]],
+    over_trigger: dict[tuple[str, int | None], int],
+    partitions: list[PartitionHealth],
+) -> list[Recommendation]:
+    t = inputs.thresholds
+    out = []
+    if small_groups:
+        worst = max(len(files) for files in small_groups.values())
+        count = sum(len(files) for files in small_groups.values())
+        size = sum(f.size for files in small_groups.values() for f in files)
+        after = sum(
+            max(1, -(-sum(f.size for f in files) // inputs.target_file_size))
+            for files in small_groups.values()
+        )
+        out.append(
+            Recommendation(
+                "compact_data",
+                f"{len(small_groups)} partition(s) hold at least {t.min_small_files} small files "
+                f"(under {human_bytes(int(inputs.target_file_size * t.small_file_ratio))})",
+                "smallFilesPerPartition",
+                worst,
+                t.min_small_files,
+                f"{count} small files ({human_bytes(size)}) rewritten into about {after}",
+            )
+        )
+    if over_trigger:
+        out.append(
+            Recommendation(
+                "compact_data",
+                f"{len(over_trigger)} bucket(s) have at least {t.max_sorted_runs} sorted runs "
+                "(num-sorted-run.compaction-trigger): reads merge them all",
+                "sortedRunsPerBucket",
+                max(over_trigger.values()),
+                t.max_sorted_runs,
+                f"the sorted runs of {len(over_trigger)} bucket(s) merged below the trigger",
+            )
+        )
+    heavy = [p for p in partitions if p.records and p.delete_records / p.records >= t.delete_ratio]
+    if heavy and not out:
+        worst_ratio = max(p.delete_records / p.records for p in heavy)
+        out.append(
+            Recommendation(
+                "compact_data",
+                f"{len(heavy)} partition(s) carry delete records of at least {t.delete_ratio:.0%} of their rows",
+                "deleteRatioPerPartition",
+                round(worst_ratio, 4),
+                t.delete_ratio,
+                f"{sum(p.delete_records for p in heavy)} delete records applied and their delete files dropped",
+            )
+        )
+    many_deletes = [p for p in partitions if p.delete_files >= t.min_small_files and p not in heavy]
+    if many_deletes and inputs.format == "iceberg":
+        out.append(
+            Recommendation(
+                "compact_deletes",
+                f"{len(many_deletes)} partition(s) hold at least {t.min_small_files} position-delete files",
+                "deleteFilesPerPartition",
+                max(p.delete_files for p in many_deletes),
+                t.min_small_files,
+                f"{sum(p.delete_files for p in many_deletes)} delete files rewritten into one per partition",
+            )
+        )
+    return out
+
+
+def _manifest_compaction(inputs: HealthInputs, small: int) -> list[Recommendation]:
+    t = inputs.thresholds
+    if small < t.max_small_manifests:
+        return []
+    size = sum(inputs.manifest_sizes)
+    after = max(1, -(-size // inputs.manifest_target_size))
+    return [
+        Recommendation(
+            "compact_manifests",
+            f"{small} manifests are under the manifest target size ({human_bytes(inputs.manifest_target_size)})",
+            "smallManifests",
+            small,
+            t.max_small_manifests,
+            f"{len(inputs.manifest_sizes)} manifests ({human_bytes(size)}) merged into about {after}",
+        )
+    ]
+
+
+def _snapshot_expiry(inputs: HealthInputs) -> list[Recommendation]:
+    t = inputs.thresholds
+    if inputs.expirable_snapshots < t.min_expirable_snapshots:
+        return []
+    return [
+        Recommendation(
+            "expire_snapshots",
+            f"{inputs.expirable_snapshots} snapshot(s) are past the table's retention",
+            "expirableSnapshots",
+            inputs.expirable_snapshots,
+            t.min_expirable_snapshots,
+            f"{inputs.expirable_snapshots} snapshot(s) removed, {inputs.expiry_files} files "
+            f"({human_bytes(inputs.expiry_bytes)}) deleted",
+        )
+    ]
+
+
+def _partition_expiry(inputs: HealthInputs) -> list[Recommendation]:
+    t = inputs.thresholds
+    found = inputs.expirable_partitions or []
+    if len(found) < t.min_expirable_partitions:
+        return []
+    return [
+        Recommendation(
+            "expire_partitions",
+            f"{len(found)} partition(s) are older than partition.expiration-time",
+            "expirablePartitions",
+            len(found),
+            t.min_expirable_partitions,
+            f"partitions dropped: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''}",
+        )
+    ]
+
+
+def _snapshots(inputs: HealthInputs) -> dict[str, object]:
+    times = inputs.snapshot_times_ms
+    return {
+        "count": len(times),
+        "oldestAgeMs": inputs.now_ms - min(times) if times else None,
+        "retention": inputs.retention,
+        "expirable": inputs.expirable_snapshots,
+        "expiryFiles": inputs.expiry_files,
+        "expiryBytes": inputs.expiry_bytes,
+    }

@@ -1,0 +1,226 @@
+"""The health report's model, the same for both formats: what a collector gives, what the report says.
+
+A format's collector (``core/paimon/maintenance/health.py``, ``core/iceberg/maintenance/health.py``) reads
+the table's METADATA only (snapshots, manifest lists, manifests, the expiry plan's dry run; never a data
+file) and fills a :class:`HealthInputs`: one :class:`FileFacts` per live file, the manifests' sizes, the
+snapshots' times, the table's target sizes and retention, what snapshot (and Paimon partition) expiry would
+remove. ``core/health/assess.py`` turns it into a :class:`TableHealth`: per-partition figures
+(:class:`PartitionHealth`), the score (``core/health/score.py``) and the :class:`Recommendation` list.
+
+``TableHealth.to_json()`` is the document ``lakeformat health --json`` prints::
+
+    {"table", "format", "snapshotId", "score", "penalties": {"smallFiles", "deleteLoad", "positionDeletes"},
+     "files": {"dataFiles", "dataBytes", "records", "smallFiles", "smallFileThreshold", "targetFileSize",
+               "averageFileSize", "partitions"},
+     "deletes": {"deleteFiles", "deleteBytes", "positionDeleteFiles", "positionDeleteRecords",
+                 "equalityDeleteFiles", "equalityDeleteRecords", "deleteRecords", "maxSortedRuns",
+                 "bucketsOverTrigger"},
+     "snapshots": {"count", "oldestAgeMs", "retention": {...}, "expirable", "expiryFiles", "expiryBytes"},
+     "manifests": {"count", "bytes", "averageBytes", "small", "targetBytes"},
+     "metadataBytes", "expirablePartitions", "thresholds": {...},
+     "partitions": [{"partition", "dataFiles", "dataBytes", "records", "smallFiles", "averageFileSize",
+                     "deleteFiles", "deleteRecords", "sortedRuns"}],
+     "recommendations": [{"operation", "reason", "metric", "value", "threshold", "expected"}]}
+
+This module is neutral: it imports no format.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from airflow_lakeformat.core.formats import TableFormat
+from airflow_lakeformat.core.health.thresholds import Thresholds
+from airflow_lakeformat.core.maintenance.results import human_bytes
+
+Operation = Literal[
+    "compact_data",
+    "compact_deletes",
+    "compact_manifests",
+    "expire_snapshots",
+    "remove_orphan_files",
+    "expire_partitions",
+]
+
+
+@dataclass(frozen=True)
+class FileFacts:
+    """One live file as the manifests describe it.
+
+    Attributes:
+        partition: the partition as text (``dt=2024-01-01/h=3``; ``""`` unpartitioned).
+        content: ``data``, ``position-deletes`` or ``equality-deletes``.
+        records: records of a data file; rows a delete file deletes.
+        size: bytes.
+        bucket: Paimon's bucket (None for Iceberg).
+        level: Paimon's LSM level (None for Iceberg).
+        delete_records: Paimon: the DELETE (-U/-D) records the file's metadata counts (0 when unknown).
+    """
+
+    partition: str
+    content: str
+    records: int
+    size: int
+    bucket: int | None = None
+    level: int | None = None
+    delete_records: int = 0
+
+
+@dataclass(frozen=True)
+class HealthInputs:
+    """What a format's collector read from the metadata.
+
+    Attributes:
+        format, table, snapshot_id: the table and the snapshot described (None: no snapshot).
+        files: every live file of the snapshot.
+        manifest_sizes: the size of each manifest the snapshot reads.
+        manifest_target_size: the manifest target size; a manifest under it is small.
+        snapshot_times_ms: commit times of the snapshots the table keeps.
+        now_ms: the time of the report.
+        target_file_size: the table's target data file size.
+        thresholds: the resolved thresholds.
+        retention: the table's snapshot retention settings as the format names them (reported as is).
+        expirable_snapshots, expiry_files, expiry_bytes: what the expiry plan (dry run) would remove.
+        primary_key: a Paimon primary-key table (its delete load is its sorted runs).
+        expirable_partitions: partitions past ``partition.expiration-time`` (None: no expiration set).
+        metadata_bytes: bytes of the table's metadata files (None when not measured).
+    """
+
+    format: TableFormat
+    table: str
+    snapshot_id: int | None
+    files: list[FileFacts]
+    manifest_sizes: list[int]
+    manifest_target_size: int
+    snapshot_times_ms: list[int]
+    now_ms: int
+    target_file_size: int
+    thresholds: Thresholds
+    retention: dict[str, Any] = field(default_factory=dict)
+    expirable_snapshots: int = 0
+    expiry_files: int = 0
+    expiry_bytes: int = 0
+    primary_key: bool = False
+    expirable_partitions: list[str] | None = None
+    metadata_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """One operation the table needs: which measure crossed which threshold, and what the operation changes."""
+
+    operation: Operation
+    reason: str
+    metric: str
+    value: float
+    threshold: float
+    expected: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "operation": self.operation,
+            "reason": self.reason,
+            "metric": self.metric,
+            "value": self.value,
+            "threshold": self.threshold,
+            "expected": self.expected,
+        }
+
+
+@dataclass(frozen=True)
+class PartitionHealth:
+    """The figures of one partition (``sorted_runs``: the most sorted runs of a bucket, Paimon PK tables)."""
+
+    partition: str
+    data_files: int
+    data_bytes: int
+    records: int
+    small_files: int
+    delete_files: int
+    delete_records: int
+    sorted_runs: int | None = None
+
+    @property
+    def average_file_size(self) -> int:
+        return self.data_bytes // self.data_files if self.data_files else 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "partition": self.partition,
+            "dataFiles": self.data_files,
+            "dataBytes": self.data_bytes,
+            "records": self.records,
+            "smallFiles": self.small_files,
+            "averageFileSize": self.average_file_size,
+            "deleteFiles": self.delete_files,
+            "deleteRecords": self.delete_records,
+            "sortedRuns": self.sorted_runs,
+        }
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """The health report of one table (see the module docstring for the document).
+
+    Attributes:
+        score: 0-100 (``core/health/score.py``); 100 with no penalty.
+        penalties: the points each measure took off.
+        files, deletes, snapshots, manifests: the measures by section, camelCase keys.
+        partitions: per-partition figures, by partition text.
+        recommendations: the operations the table needs, in the order to run them.
+    """
+
+    format: TableFormat
+    table: str
+    snapshot_id: int | None
+    score: int
+    penalties: dict[str, float]
+    files: dict[str, Any]
+    deletes: dict[str, Any]
+    snapshots: dict[str, Any]
+    manifests: dict[str, Any]
+    metadata_bytes: int | None
+    expirable_partitions: list[str] | None
+    thresholds: Thresholds
+    partitions: list[PartitionHealth]
+    recommendations: list[Recommendation]
+
+    @property
+    def operations(self) -> list[str]:
+        """The recommended operations' names."""
+        return [r.operation for r in self.recommendations]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            "format": self.format,
+            "snapshotId": self.snapshot_id,
+            "score": self.score,
+            "penalties": self.penalties,
+            "files": self.files,
+            "deletes": self.deletes,
+            "snapshots": self.snapshots,
+            "manifests": self.manifests,
+            "metadataBytes": self.metadata_bytes,
+            "expirablePartitions": self.expirable_partitions,
+            "thresholds": self.thresholds.to_json(),
+            "partitions": [p.to_json() for p in self.partitions],
+            "recommendations": [r.to_json() for r in self.recommendations],
+        }
+
+    def summary(self) -> str:
+        """One line: score, files, small files, and the recommended operations (or ``healthy``).
+
+        Example:
+            >>> open_table("/wh/db.db/t").health().summary()  # doctest: +SKIP
+            '/wh/db.db/t (paimon): score 60; 12 data files (3.1 KiB), 12 small; recommends compact_data'
+        """
+        todo = ", ".join(self.operations) or "nothing (healthy)"
+        return (
+            f"{self.table} ({self.format}): score {self.score}; {self.files['dataFiles']} data files "
+            f"({human_bytes(self.files['dataBytes'])}), {self.files['smallFiles']} small; recommends {todo}"
+        )
+
+    def __repr__(self) -> str:
+        return f"<TableHealth {self.summary()}>"

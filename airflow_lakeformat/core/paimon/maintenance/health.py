@@ -1,0 +1,136 @@
+"""The health collector of a Paimon table: :class:`~airflow_lakeformat.core.health.model.HealthInputs` from
+its metadata only.
+
+What is read, and from where (no data file is opened):
+
+- the live files of the latest snapshot: ``live_entries`` (base then delta manifests), each entry's
+  partition, bucket, level, row count, file size and ``_DELETE_ROW_COUNT`` (the -U/-D records a primary-key
+  file holds, when the writer counted them; pypaimon 2.1 writes 0);
+- the data manifests of its two manifest lists (``manifest.target-file-size``, 8 MB, makes one small;
+  ``manifest.merge-min-count``, 30, is the default of ``max-small-manifests``);
+- the snapshot files of the branch (times), and the snapshot expiry plan, a dry run with the table's own
+  ``snapshot.time-retained`` / ``snapshot.num-retained.*`` / ``snapshot.expire.limit``
+  (``core/paimon/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove;
+- when ``partition.expiration-time`` is set: the partition expiry plan (``partition_expiry.py``); a table the
+  partition expiry refuses reports no expirable partition;
+- the listings of ``snapshot/``, ``manifest/`` and ``schema/`` for the metadata bytes.
+
+The primary-key table's delete load is its sorted runs per bucket against
+``num-sorted-run.compaction-trigger`` (default 5), the threshold ``max-sorted-runs``. Target file size:
+``target-file-size``, else 128 MiB (primary key) / 256 MiB (append) (``core/paimon/summary.py``).
+"""
+
+from __future__ import annotations
+
+import time
+
+from airflow_lakeformat.core.errors import LakeformatError
+from airflow_lakeformat.core.health.model import FileFacts, HealthInputs
+from airflow_lakeformat.core.health.thresholds import Thresholds
+from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.summary import target_file_size
+from airflow_lakeformat.core.paimon.table import Table
+from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
+
+DEFAULT_COMPACTION_TRIGGER = 5
+
+
+def partition_text(values: dict[str, object]) -> str:
+    """``k=v/k2=v2`` (``""`` for an unpartitioned table)."""
+    return "/".join(f"{k}={v}" for k, v in values.items())
+
+
+def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInputs:
+    """Read the metadata a health report needs.
+
+    Args:
+        table: the Paimon table.
+        progress: receives the manifest reads' progress.
+
+    Example:
+        >>> from airflow_lakeformat.core.health.assess import assess
+        >>> assess(collect_health(Table.open("/wh/db.db/t"))).score  # doctest: +SKIP
+        100
+    """
+    options = table.schema.table_options
+    raw = {k: str(v) for k, v in options.raw.items()}
+    trigger = int(raw.get("num-sorted-run.compaction-trigger", DEFAULT_COMPACTION_TRIGGER))
+    thresholds = Thresholds.resolve(
+        raw, max_sorted_runs=trigger, max_small_manifests=options.manifest_merge_min_count
+    )
+    manager = table.snapshot_manager
+    latest = manager.latest_snapshot()
+    paths = DataFilePaths(table.schema)
+    files = []
+    manifests: list[int] = []
+    if latest is not None:
+        for entry in live_entries(table, latest, progress):
+            f = entry.file
+            files.append(
+                FileFacts(
+                    partition=partition_text(paths.partitions.to_json(entry.partition)),
+                    content="data",
+                    records=f.row_count,
+                    size=f.file_size,
+                    bucket=entry.bucket,
+                    level=f.level,
+                    delete_records=f.delete_row_count or 0,
+                )
+            )
+        manifests = [m.file_size for group in table.data_manifests(latest) for m in group]
+    snapshots = table.read_snapshots(manager.list_snapshot_ids())
+    expirable, expiry_files, expiry_bytes = _expiry(table) if latest is not None else (0, 0, 0)
+    return HealthInputs(
+        format="paimon",
+        table=table.uri,
+        snapshot_id=latest.id if latest else None,
+        files=files,
+        manifest_sizes=manifests,
+        manifest_target_size=options.manifest_target_file_size,
+        snapshot_times_ms=[s.time_millis for s in snapshots],
+        now_ms=int(time.time() * 1000),
+        target_file_size=target_file_size(table),
+        thresholds=thresholds,
+        retention={
+            "snapshot.time-retained": str(options.get("snapshot.time-retained")),
+            "snapshot.num-retained.min": options.snapshot_num_retained_min,
+            "snapshot.num-retained.max": options.snapshot_num_retained_max,
+        },
+        expirable_snapshots=expirable,
+        expiry_files=expiry_files,
+        expiry_bytes=expiry_bytes,
+        primary_key=bool(table.schema.primary_keys),
+        expirable_partitions=_expirable_partitions(table) if latest is not None else None,
+        metadata_bytes=_metadata_bytes(table),
+    )
+
+
+def _expiry(table: Table) -> tuple[int, int, int]:
+    """Snapshots, files and bytes the expiry plan (the table's own retention) would remove."""
+    from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
+
+    plan = plan_snapshot_expiry(table)
+    requests = plan.requests()
+    return len(plan.expired_ids), len(requests), sum(r.size or 0 for r in requests)
+
+
+def _expirable_partitions(table: Table) -> list[str] | None:
+    """The partitions past ``partition.expiration-time`` (None when it is not set or the expiry refuses)."""
+    if not table.schema.table_options.get("partition.expiration-time"):
+        return None
+    from airflow_lakeformat.core.paimon.maintenance.partition_expiry import (
+        plan_partition_expiry,
+        resolve_settings,
+    )
+
+    try:
+        plan = plan_partition_expiry(table, resolve_settings(table))
+    except LakeformatError:
+        return None
+    return [p.joined for p in [*plan.expired, *plan.over_limit]]
+
+
+def _metadata_bytes(table: Table) -> int:
+    dirs = (table.snapshot_manager.snapshot_dir, table.manifest_dir, table.schema_dir)
+    return sum(s.size for d in dirs for s in table.io.list_dir(d) if not s.is_dir)

@@ -1,0 +1,172 @@
+"""``table.health()`` and ``lakeformat health`` (issue 28 point 1): on tables made to have one problem each,
+health recommends exactly the operation that fixes it, and none after that operation ran; a healthy table
+scores 100 with no recommendation; everything comes from the metadata (data files made unreadable)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from airflow_lakeformat.cli import main
+from airflow_lakeformat.core.errors import UsageError
+from airflow_lakeformat.core.health.score import health_score
+from airflow_lakeformat.core.health.thresholds import Thresholds
+from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable, open_table
+
+SCHEMA = [{"name": "p", "type": "STRING"}, {"name": "k", "type": "BIGINT"}, {"name": "v", "type": "STRING"}]
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out)
+    return code, out.getvalue()
+
+
+def create(
+    root: Path, fmt: str, *options: str, primary_keys: str | None = None
+) -> PaimonTable | IcebergLakeTable:
+    schema = root.parent / f"{root.name}.schema.json"
+    schema.write_text(
+        json.dumps(
+            SCHEMA
+            if primary_keys is None
+            else [
+                {**f, "type": f["type"] + " NOT NULL"} if f["name"] in primary_keys.split(",") else f
+                for f in SCHEMA
+            ]
+        )
+    )
+    argv = ["create-table", str(root), "--format", fmt, "--schema", str(schema), "--partition-keys", "p"]
+    if primary_keys:
+        argv += ["--primary-keys", primary_keys]
+    for option in options:
+        argv += ["--option", option]
+    code, text = run(*argv)
+    assert code == 0, text
+    return open_table(str(root))
+
+
+def write(table: PaimonTable | IcebergLakeTable, n: int, start: int = 0, partition: str = "a") -> None:
+    for i in range(start, start + n):
+        rows = pa.table({"p": [partition], "k": pa.array([i], pa.int64()), "v": [f"v{i}"]})
+        table.writes().write_rows(rows, commit_user="health-test", commit_identifier=i + 1)
+
+
+def expire_settings(fmt: str) -> tuple[str, ...]:
+    if fmt == "paimon":
+        return ("snapshot.time-retained=1 ms", "snapshot.num-retained.min=1")
+    return ("history.expire.max-snapshot-age-ms=1", "history.expire.min-snapshots-to-keep=1")
+
+
+@pytest.mark.parametrize("fmt", ["paimon", "iceberg"])
+def test_small_files_recommend_compact_data_and_none_after_it(tmp_path: Path, fmt: str) -> None:
+    table = create(tmp_path / "t", fmt)
+    write(table, 6)
+    health = open_table(str(tmp_path / "t")).health()
+    assert health.operations == ["compact_data"], health.to_json()["recommendations"]
+    rec = health.recommendations[0]
+    assert (rec.metric, rec.value, rec.threshold) == ("smallFilesPerPartition", 6, 5)
+    assert health.files["dataFiles"] == 6 and health.files["compactableSmallFiles"] == 6
+    assert health.score == 60 and health.penalties["smallFiles"] == 40
+    assert [p.partition for p in health.partitions] == ["p=a"]
+    table.maintenance.compact_data()
+    after = open_table(str(tmp_path / "t")).health()
+    assert after.operations == [] and after.score == 100, after.to_json()
+    assert after.files["dataFiles"] == 1
+
+
+@pytest.mark.parametrize("fmt", ["paimon", "iceberg"])
+def test_a_healthy_table_scores_100_from_metadata_only(tmp_path: Path, fmt: str) -> None:
+    table = create(tmp_path / "t", fmt)
+    write(table, 2)
+    data = [Path(f.path.removeprefix("file://")) for f in table.files()]
+    assert data and all(p.exists() for p in data)
+    for path in data:
+        os.chmod(path, 0)
+    try:
+        health = open_table(str(tmp_path / "t")).health()
+    finally:
+        for path in data:
+            os.chmod(path, stat.S_IRUSR | stat.S_IWUSR)
+    assert health.score == 100 and health.recommendations == []
+    document = health.to_json()
+    assert document["files"]["dataFiles"] == 2 and document["snapshots"]["count"] >= 2
+    assert "recommends nothing (healthy)" in health.summary()
+
+
+@pytest.mark.parametrize("fmt", ["paimon", "iceberg"])
+def test_snapshots_past_retention_recommend_expire_snapshots(tmp_path: Path, fmt: str) -> None:
+    table = create(tmp_path / "t", fmt, *expire_settings(fmt))
+    write(table, 3)
+    health = open_table(str(tmp_path / "t")).health()
+    assert health.operations == ["expire_snapshots"], health.to_json()["recommendations"]
+    assert health.snapshots["expirable"] >= 2 and health.snapshots["oldestAgeMs"] > 0
+    table.maintenance.expire_snapshots(dry_run=False)
+    after = open_table(str(tmp_path / "t")).health()
+    assert after.operations == [], after.to_json()["recommendations"]
+
+
+@pytest.mark.parametrize("fmt", ["paimon", "iceberg"])
+def test_many_small_manifests_recommend_compact_manifests(tmp_path: Path, fmt: str) -> None:
+    table = create(tmp_path / "t", fmt, "lakeformat.health.max-small-manifests=3")
+    for i, partition in enumerate("abcd"):
+        write(table, 1, start=i, partition=partition)
+    health = open_table(str(tmp_path / "t")).health()
+    assert health.operations == ["compact_manifests"], health.to_json()["recommendations"]
+    assert health.manifests["small"] >= 3
+    table.maintenance.compact_manifests("full") if fmt == "paimon" else table.maintenance.compact_manifests()
+    after = open_table(str(tmp_path / "t")).health()
+    assert after.operations == [], after.to_json()
+
+
+def test_level_zero_runs_of_a_primary_key_table_recommend_compact_data(tmp_path: Path) -> None:
+    table = create(
+        tmp_path / "t", "paimon", "bucket=1", "num-sorted-run.compaction-trigger=3", primary_keys="p,k"
+    )
+    write(table, 4)
+    health = open_table(str(tmp_path / "t")).health()
+    assert health.operations == ["compact_data"], health.to_json()["recommendations"]
+    assert health.recommendations[0].metric == "sortedRunsPerBucket"
+    assert health.deletes["maxSortedRuns"] == 4 and health.deletes["bucketsOverTrigger"] == 1
+    assert health.penalties["deleteLoad"] == 40
+    table.maintenance.compact_data(mode="full")
+    after = open_table(str(tmp_path / "t")).health()
+    assert after.operations == [] and after.score == 100, after.to_json()
+
+
+def test_cli_prints_the_document_and_a_summary(tmp_path: Path) -> None:
+    table = create(tmp_path / "t", "paimon")
+    write(table, 5)
+    code, text = run("health", str(tmp_path / "t"), "--json")
+    assert code == 0, text
+    document: dict[str, Any] = json.loads(text)
+    assert [r["operation"] for r in document["recommendations"]] == ["compact_data"]
+    assert set(document["recommendations"][0]) == {
+        "operation",
+        "reason",
+        "metric",
+        "value",
+        "threshold",
+        "expected",
+    }
+    code, text = run("health", str(tmp_path / "t"))
+    assert code == 0 and "score 60" in text and "compact_data" in text
+
+
+def test_thresholds_and_score_rules() -> None:
+    assert health_score(small=1.0, deletes=1.0, positions=1.0)[0] == 0
+    assert health_score(small=0.0, deletes=0.0, positions=0.0) == (
+        100,
+        {"smallFiles": 0.0, "deleteLoad": 0.0, "positionDeletes": 0.0},
+    )
+    assert Thresholds.resolve({}, max_sorted_runs=3).max_sorted_runs == 3
+    assert Thresholds.resolve({"lakeformat.health.delete-ratio": "0.5"}).delete_ratio == 0.5
+    with pytest.raises(UsageError, match=r"lakeformat\.health\.min-small-files"):
+        Thresholds.resolve({"lakeformat.health.min-small-files": "many"})
