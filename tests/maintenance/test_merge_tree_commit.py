@@ -140,3 +140,28 @@ def test_every_publish_attempt_validates_again(tmp_path: Path, monkeypatch: pyte
     assert "minSequenceNumber 2 <= 19" in next(iter(outcome.skipped.values()))
     assert outcome.snapshot is not None and outcome.snapshot.id == raced[0] + 1
     assert [c.bucket for c in outcome.committed] == [A1]
+
+
+def test_a_refusal_on_a_retry_leaves_no_manifest_of_the_earlier_attempt(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first attempt writes the delta manifests and loses its snapshot id to a writer whose stale level-0
+    file makes the retry's validation refuse: nothing of ours was published, so none of its manifests stay."""
+    table, changes = prepared(tmp_path)
+    manifests = tmp_path / "t" / "manifest"
+    ours = committer(table)
+    publish = ours.publish
+    theirs: list[str] = []
+
+    def racing(snapshot: Snapshot, commit_id: str) -> object:
+        if not theirs:
+            before = set(manifests.iterdir())
+            Committer(table, "racer").commit(level0_entries(table, "a", A0, [(8, "s", 2, INSERT)]))
+            theirs.extend(p.name for p in set(manifests.iterdir()) - before)
+        return publish(snapshot, commit_id)
+
+    before = {p.name for p in manifests.iterdir()}
+    monkeypatch.setattr(ours, "publish", racing)
+    with pytest.raises(CompactionConflictError):
+        commit_changes(table, changes, committer=ours, skip_conflicts=False)
+    assert theirs and {p.name for p in manifests.iterdir()} == before | set(theirs)

@@ -174,12 +174,14 @@ class Committer:
         def prepare(commit_id: str) -> Attempt:
             nonlocal delta, merge_mode
             latest = self.table.snapshot_manager.latest_snapshot()
-            if validate is not None:
-                validate(latest)
-            if check_conflicts:
-                self._check_conflicts(latest, entries)
             attempt_files: list[str] = []
             try:
+                # A refusal on a later attempt (after a lost snapshot id) must not leave the delta
+                # manifests of the earlier attempts behind: nothing of this commit was published.
+                if validate is not None:
+                    validate(latest)
+                if check_conflicts:
+                    self._check_conflicts(latest, entries)
                 if delta is None:
                     delta = self._write_manifests(entries, shared)
                 props = {**(properties or {}), COMMIT_ID_PROPERTY: commit_id}
