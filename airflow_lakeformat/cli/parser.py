@@ -3,7 +3,9 @@
 A command's handler is named ``"module:function"`` (a module of this package) and wrapped by
 :func:`lazy_handler`, which imports the module only when the command runs: ``--version``, ``--help`` and
 ``COMMAND --help`` load neither a table format nor pyarrow, pyiceberg, fastavro or fsspec. The flag types
-here (:func:`duration`, :func:`older_than_argument`) import only ``core.units`` up front.
+(``cli/arg_types.py``: :func:`~airflow_lakeformat.cli.arg_types.duration`, ``older_than_argument``) import
+only ``core.units`` up front; the compaction and partition commands are registered from
+``cli/parser_compaction.py``.
 """
 
 from __future__ import annotations
@@ -11,10 +13,10 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
-from datetime import timedelta
 from typing import TextIO
 
-from airflow_lakeformat.core.units import parse_duration, parse_memory_size
+from airflow_lakeformat.cli.arg_types import count, duration, older_than_argument
+from airflow_lakeformat.cli.parser_compaction import add_compaction_commands, add_partition_commands
 from airflow_lakeformat.version import __version__
 
 Handler = Callable[[argparse.Namespace, TextIO], None]
@@ -209,141 +211,6 @@ def add_maintenance_commands(add: Adder) -> None:
     add_deleting_run_flags(orphans)
 
 
-def add_compaction_commands(add: Adder) -> None:
-    """``compact-data`` (both formats) and ``compact-deletes`` (Iceberg): they add files and commit."""
-    data = add(
-        "compact-data",
-        "compaction:compact_data",
-        "rewrite small data files into target-size files and commit (unless --dry-run): Paimon append tables, "
-        "Paimon primary-key tables by Paimon's merge-tree compaction (--full or --minor), or Iceberg tables as "
-        "Java's rewrite_data_files bin-pack does, deletes applied",
-        "lakeformat compact-data /wh/db.db/t --min-input-files 2 --partition dt=2024-01-01 --dry-run",
-    )
-    data.add_argument(
-        "--dry-run", action="store_true", help="report the groups, write nothing (default: commit)"
-    )
-    strategy = data.add_mutually_exclusive_group()
-    strategy.add_argument(
-        "--full",
-        action="store_true",
-        help="Paimon primary-key tables: merge every bucket into one sorted run at the max level, as Java's "
-        "compact procedure with compact_strategy => 'full' (default: --minor)",
-    )
-    strategy.add_argument(
-        "--minor",
-        action="store_true",
-        help="Paimon primary-key tables: Paimon's universal compaction pick per bucket (the default on them); "
-        "append tables: their bin-pack",
-    )
-    data.add_argument(
-        "--min-input-files",
-        type=count,
-        metavar="N",
-        help="the fewest files worth a rewrite per group (default: the table's: Paimon "
-        "compaction.min.file-num, 5; Iceberg 5)",
-    )
-    data.add_argument(
-        "--target-file-size",
-        type=memory_size,
-        metavar="SIZE",
-        help="bytes per output file, e.g. '128 mb' (default: the table's target-file-size or "
-        "write.target-file-size-bytes)",
-    )
-    data.add_argument(
-        "--partition",
-        action="append",
-        metavar="K=V[,K=V]",
-        help="only this partition, matched by value (repeatable) (default: every partition)",
-    )
-    data.add_argument(
-        "--where",
-        metavar="PREDICATE",
-        help="Iceberg: only files whose partition may match, e.g. \"ts >= '2024-01-01T00:00:00'\" (default: all)",
-    )
-    data.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="Iceberg: a rewrite_data_files option by Java's name, e.g. rewrite-all=true, "
-        "partial-progress.enabled=true, remove-dangling-deletes=true (repeatable) (default: Java's defaults)",
-    )
-    data.add_argument(
-        "--strategy",
-        choices=("binpack", "sort"),
-        help="Iceberg: binpack, or sort each group's rows across its files by the sort order, as Java's "
-        "rewrite_data_files strategy => 'sort' (default: binpack, sort when --sort-order is given)",
-    )
-    data.add_argument(
-        "--sort-order",
-        metavar="ORDER",
-        help='Iceberg: sort by this instead of the table\'s sort order, e.g. "id DESC NULLS LAST, name"; '
-        "implies --strategy sort (default: the table's sort order)",
-    )
-    deletes = add(
-        "compact-deletes",
-        "compaction:compact_deletes",
-        "Iceberg: merge small position-delete files and drop records of files no longer live, and commit "
-        "(unless --dry-run), as Java's rewrite_position_delete_files",
-        "lakeformat compact-deletes /wh/db/t --option rewrite-all=true --dry-run",
-    )
-    deletes.add_argument(
-        "--dry-run", action="store_true", help="report the groups, write nothing (default: commit)"
-    )
-    deletes.add_argument(
-        "--option",
-        action="append",
-        metavar="KEY=VALUE",
-        help="a rewrite_position_delete_files option by Java's name (repeatable) (default: Java's defaults)",
-    )
-
-
-def add_partition_commands(add: Adder) -> None:
-    """``expire-partitions`` (Paimon): it commits one OVERWRITE snapshot unless --dry-run."""
-    expire = add(
-        "expire-partitions",
-        "partitions:expire_partitions",
-        "Paimon: drop the partitions older than the expiration time in one snapshot and commit (unless "
-        "--dry-run), as Paimon's expire_partitions; their files go with a later expire",
-        "lakeformat expire-partitions /wh/db.db/t --expiration-time 30d --timestamp-formatter yyyyMMdd --dry-run",
-    )
-    expire.add_argument(
-        "--expiration-time",
-        type=duration,
-        metavar="DURATION",
-        help="expire partitions older than now minus this, e.g. '30 d' (default: the table's "
-        "partition.expiration-time; required one way or the other)",
-    )
-    expire.add_argument(
-        "--timestamp-formatter",
-        metavar="PATTERN",
-        help="a Java DateTimeFormatter pattern of the partition time, e.g. yyyyMMdd (default: the table's "
-        "partition.timestamp-formatter, else the lenient yyyy-M-d[ H:m:s])",
-    )
-    expire.add_argument(
-        "--timestamp-pattern",
-        metavar="TEMPLATE",
-        help="how the partition values make the time text, e.g. '$dt $hour:00:00' (default: the table's "
-        "partition.timestamp-pattern, else the first partition value)",
-    )
-    expire.add_argument(
-        "--strategy",
-        choices=("values-time", "update-time"),
-        help="values-time: the time in the partition values; update-time: the newest file's creation time "
-        "(default: the table's partition.expiration-strategy, values-time)",
-    )
-    expire.add_argument(
-        "--max-expires",
-        type=count,
-        metavar="N",
-        help="expire at most N partitions per run, the first N in sorted order (default: the table's "
-        "partition.expiration-max-num, 100)",
-    )
-    expire.add_argument(
-        "--dry-run", action="store_true", help="report the partitions, commit nothing (default: commit)"
-    )
-    expire.add_argument("--commit-user", help="commit user (default: a new lakeformat-<uuid>)")
-
-
 def add_write_commands(add: Adder) -> None:
     """``commit`` and ``write``: they add files and commit."""
     commit = add(
@@ -455,60 +322,6 @@ def add_completion_command(sub: argparse._SubParsersAction[argparse.ArgumentPars
     )
     completion.add_argument("--debug", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     completion.set_defaults(func=lazy_handler("completion:completion"), json=False)
-
-
-def count(text: str) -> int:
-    """A number of things (snapshots, paths): a whole number, not negative (else a usage error, exit 2)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid count: {text!r} (a whole number)") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"invalid count: {text} (must not be negative)")
-    return value
-
-
-def _refuse_bare_number(text: str) -> None:
-    """A duration flag without a unit is a usage mistake: ``--older-than 5`` would be 5 ms (Paimon's
-    rule for option values), which nobody means on a command line."""
-    if text.strip().isdigit():
-        raise argparse.ArgumentTypeError(
-            f"{text!r} has no unit: give one, e.g. '{text.strip()} d', '{text.strip()} h' or '{text.strip()} ms'"
-        )
-
-
-def memory_size(text: str) -> int:
-    """A ``--target-file-size`` value (``"128 mb"``); a bad one is a usage mistake (exit 2)."""
-    try:
-        return parse_memory_size(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def duration(text: str) -> timedelta:
-    _refuse_bare_number(text)
-    try:
-        return parse_duration(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
-def older_than_argument(text: str) -> timedelta | str:
-    """``--older-than``: a duration (``5 d``), or for Iceberg tables an ISO-8601 timestamp (kept as text).
-
-    The check is the facade's (``core/maintenance/facade_base.py``), format-neutral: which format takes a
-    timestamp is decided when the table is known.
-    """
-    from airflow_lakeformat.core.errors import UsageError
-    from airflow_lakeformat.core.maintenance.facade_base import expiry_older_than
-
-    _refuse_bare_number(text)
-    try:
-        value = expiry_older_than(text)
-    except UsageError as exc:
-        raise argparse.ArgumentTypeError(str(exc).removeprefix("older_than: ")) from exc
-    assert isinstance(value, (timedelta, str))  # text in, a duration or the timestamp's text out
-    return value
 
 
 def add_deleting_run_flags(parser: argparse.ArgumentParser) -> None:

@@ -75,6 +75,26 @@ def add_tag_commands(
         "create a tag on a snapshot (default: the latest); refused if the tag exists",
         "lakeformat tag create /wh/db.db/t nightly --snapshot 42 --retain 7d",
     )
+    _add_create_arguments(create, duration)
+    delete = action(
+        "delete",
+        "delete_tag",
+        "delete a tag (the tag only: files only it held go with snapshot expiry and orphan cleanup)",
+        "lakeformat tag delete /wh/db.db/t nightly --dry-run",
+    )
+    delete.add_argument("name", help="the tag's name")
+    delete.add_argument("--dry-run", action="store_true", help="report, delete nothing (default: delete)")
+    action(
+        "list",
+        "list_tags",
+        "list tags with snapshot, retention and expiry",
+        "lakeformat tag list /wh/db.db/t",
+    )
+    _add_expire_tags_command(add)
+
+
+def _add_create_arguments(create: argparse.ArgumentParser, duration: Callable[[str], Any]) -> None:
+    """``tag create``'s flags: the name, the snapshot, the retention, what to do when the tag exists."""
     create.add_argument("name", help="the tag's name")
     create.add_argument(
         "--snapshot", type=int, metavar="ID", help="the snapshot to tag (default: the latest snapshot)"
@@ -92,20 +112,12 @@ def add_tag_commands(
     )
     exists.add_argument("--replace", action="store_true", help="overwrite an existing tag (default: refuse)")
     create.add_argument("--dry-run", action="store_true", help="report, write nothing (default: create)")
-    delete = action(
-        "delete",
-        "delete_tag",
-        "delete a tag (the tag only: files only it held go with snapshot expiry and orphan cleanup)",
-        "lakeformat tag delete /wh/db.db/t nightly --dry-run",
-    )
-    delete.add_argument("name", help="the tag's name")
-    delete.add_argument("--dry-run", action="store_true", help="report, delete nothing (default: delete)")
-    action(
-        "list",
-        "list_tags",
-        "list tags with snapshot, retention and expiry",
-        "lakeformat tag list /wh/db.db/t",
-    )
+
+
+def _add_expire_tags_command(add: Callable[[str, str, str, str], argparse.ArgumentParser]) -> None:
+    """``expire-tags``: by retention, and with ``--older-than`` by age; a dry run unless ``--apply``."""
+    from airflow_lakeformat.cli.parser import add_deleting_run_flags
+
     expire = add(
         "expire-tags",
         "tags:expire_tags",
@@ -119,8 +131,6 @@ def add_tag_commands(
         "committed (Iceberg) before this timestamp or this long ago, e.g. 30d or 2024-05-01T00:00:00 "
         "(default: retention only)",
     )
-    from airflow_lakeformat.cli.parser import add_deleting_run_flags
-
     add_deleting_run_flags(expire)
 
 
