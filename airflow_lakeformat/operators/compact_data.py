@@ -67,9 +67,11 @@ def compaction_options(value: Any) -> dict[str, str] | None:
 
 
 def _text(value: Any) -> str | None:
-    """A templated text argument: None or blank is not given."""
+    """A templated text argument: None, blank, or ``"None"`` (what ``"{{ params.x }}"`` renders for a null
+    Param without native rendering; no mode, strategy, predicate or sort order is spelled that way) is not
+    given."""
     text = str(value or "").strip()
-    return text or None
+    return None if text in ("", "None") else text
 
 
 def _option_text(value: Any) -> str:

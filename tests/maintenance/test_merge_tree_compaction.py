@@ -244,6 +244,10 @@ def test_the_operator_checks_the_mode_and_sends_primary_key_tables_to_spark_with
     assert auto.spark_job_args({}, lake)[-3:] == ["--full", "--commit-user", "user"]
     assert spark.spark_job_args({}, lake)[-3:] == ["--minor", "--commit-user", "user"]
     auto.check_table(lake)
+    # a null Param rendered without native rendering ("None") is no mode: the table's default, no flag
+    unset = LakeformatCompactDataOperator(task_id="unset", table="x", execution="spark", mode="None")
+    unset.check_table(lake)
+    assert not {"--full", "--minor", "--None"} & set(unset.spark_job_args({}, lake))
     refused = open_table(
         pk_table(
             tmp_path / "u", **{"merge-engine": "aggregation", "fields.v.aggregate-function": "rbm64"}
