@@ -20,7 +20,6 @@ oracle request pypaimon reads the fixture's rows at the compaction's snapshot, t
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -79,6 +78,40 @@ def _live_names(table: Table) -> set[str]:
     return {e.file.file_name for e in live_entries(table, snapshot)}
 
 
+def _judge_download(copy: str, fixture: str, commits: int, written: set[str], old_tags: int) -> None:
+    """The download (S3's objects but the tag deleted after it): every file of every snapshot and tag there, the
+    compaction's snapshot one file at the max level per bucket, the checker clean at it and at the head; then
+    pypaimon, one request: the fixture's rows at the compaction, without the dropped partition at the head and
+    the new tag, the old tag t9 as in the fixture (the local fixture copy, untouched since its upload)."""
+    local_table = Table.open(copy)
+    assert assert_intact(local_table, from_id=1) == commits + 2 + old_tags + 1
+    top = max_level(local_table.schema)
+    at_compaction = live_entries(local_table, local_table.snapshot_manager.snapshot(commits + 1))
+    assert sorted(e.file.level for e in at_compaction) == [top] * 6
+    assert {e.file.file_name for e in at_compaction} == written
+    assert all(levels == [top] for levels in runs_per_bucket(copy).values())
+    assert len(runs_per_bucket(copy)) == 4
+    assert check_pk_table(copy, local_table.snapshot_manager.snapshot(commits + 1), written) == []
+    assert check_pk_table(copy, compact_files=written) == []
+
+    reads = run_oracle_batch(
+        [
+            ["read", fixture],
+            ["read", fixture, "--tag", "t9"],
+            ["read", copy, "--snapshot", str(commits + 1)],
+            ["read", copy],
+            ["read", copy, "--tag", "after-expiry"],
+            ["read", copy, "--tag", "t9"],
+        ]
+    )
+    rows, t9, compacted_rows, expired_rows, tagged, old_tag = reads
+    assert rows and any(r["p"] == DROPPED for r in rows), "the fixture reads rows in the dropped partition"
+    assert compacted_rows == rows
+    assert expired_rows == [r for r in rows if r["p"] != DROPPED]
+    assert tagged == expired_rows
+    assert old_tag == t9
+
+
 def test_compaction_partition_expiry_and_tags_on_s3(
     paimon_pk_tables: Copy, seaweedfs: SeaweedFSServer, s3_bucket: str, tmp_path: Path
 ) -> None:
@@ -129,34 +162,4 @@ def test_compaction_partition_expiry_and_tags_on_s3(
     assert "after-expiry" not in {t["name"] for t in lake.maintenance.list_tags().to_json()["tags"]}
     assert set(tree(Table.open(uri, options))) == set(tree(Table.open(copy))) - {"tag/tag-after-expiry"}
 
-    # The download (S3's objects but the deleted tag): every file of every snapshot and tag is there, the
-    # compaction's snapshot holds one file at the max level per bucket, the checker passes at both snapshots.
-    local_table = Table.open(copy)
-    assert assert_intact(local_table, from_id=1) == commits + 2 + len(summary["tags"]) + 1
-    top = max_level(local_table.schema)
-    at_compaction = live_entries(local_table, local_table.snapshot_manager.snapshot(commits + 1))
-    assert sorted(e.file.level for e in at_compaction) == [top] * 6
-    assert {e.file.file_name for e in at_compaction} == written
-    assert all(levels == [top] for levels in runs_per_bucket(copy).values())
-    assert len(runs_per_bucket(copy)) == 4
-    assert check_pk_table(copy, local_table.snapshot_manager.snapshot(commits + 1), written) == []
-    assert check_pk_table(copy, compact_files=written) == []
-
-    # pypaimon, one request: the fixture's rows; compacted, the same; expired, without the dropped partition
-    fixture = str(shutil.copytree(local, tmp_path / "fixture" / "db.db" / TABLE))
-    reads = run_oracle_batch(
-        [
-            ["read", fixture],
-            ["read", fixture, "--tag", "t9"],
-            ["read", copy, "--snapshot", str(commits + 1)],
-            ["read", copy],
-            ["read", copy, "--tag", "after-expiry"],
-            ["read", copy, "--tag", "t9"],
-        ]
-    )
-    rows, t9, compacted_rows, expired_rows, tagged, old_tag = reads
-    assert rows and any(r["p"] == DROPPED for r in rows), "the fixture reads rows in the dropped partition"
-    assert compacted_rows == rows
-    assert expired_rows == [r for r in rows if r["p"] != DROPPED]
-    assert tagged == expired_rows
-    assert old_tag == t9
+    _judge_download(copy, local, commits, written, len(summary["tags"]))
