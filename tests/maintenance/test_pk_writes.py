@@ -314,6 +314,36 @@ def test_a_concurrent_writer_taking_the_sequence_numbers_makes_the_batch_write_a
         write_primary_key_rows(table, ours, commit_user="loser")
 
 
+def test_an_overwrite_replaces_an_append_committed_after_it_was_planned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Java makes an overwrite's deletes on each attempt: a concurrent append into the partition that lands
+    between our plan and our publish is replaced too, instead of surviving with sequence numbers above the
+    overwrite's (numbered from 0) and winning over its rows."""
+    table = make_pk(tmp_path / "t", {"rowkind.field": "op"})
+    write_primary_key_rows(table, pa.Table.from_pylist([{"p": "a", "k": 1, "v": "old", "op": "+I"}]))
+    real = pk_writes.Committer.overwrite_entries
+    raced: list[str] = []
+
+    def racing(self: Any, *args: Any, **kwargs: Any) -> Any:
+        planned = real(self, *args, **kwargs)
+        if not raced:  # another writer appends to the partition right after our deletes were made
+            raced.append("late")
+            late = pa.Table.from_pylist([{"p": "a", "k": 1, "v": "late", "op": "+U"}])
+            write_primary_key_rows(table, late, commit_user="other")
+        return planned
+
+    monkeypatch.setattr(pk_writes.Committer, "overwrite_entries", racing)
+    ours = pa.Table.from_pylist([{"p": "a", "k": 1, "v": "new", "op": "+I"}])
+    done = write_primary_key_rows(
+        table, ours, commit_user="ours", overwrite=True, partition_filter={"p": "a"}
+    )
+    assert raced and done.result is not None
+    assert {e.file.file_name for e in live(table.root)} == {e.file.file_name for e in done.added}
+    assert merged_rows(table) == {("a", 1): ("new", 0)}, "the overwrite's row, not the late append's"
+    assert check_pk_table(table.root) == []
+
+
 @pytest.mark.parametrize(
     ("options", "error", "message"),
     [

@@ -417,6 +417,62 @@ def _sequences_free(
     return validate
 
 
+class _OverwriteStale(CommitConflictError):
+    """Files were added to or removed from the overwritten partitions since the DELETE entries were made."""
+
+
+def _overwrite_unchanged(
+    committer: Committer, partition_filter: Mapping[str, str | None] | None, deletes: Sequence[ManifestEntry]
+) -> Callable[[Snapshot | None], None]:
+    """The overwrite's check on every attempt: the overwritten partitions still hold exactly the files its
+    DELETE entries name. Java computes an overwrite's deletes on each attempt (``tryOverwrite``), so a
+    concurrent append into the partition is replaced too; a stale list would keep it, and its rows, numbered
+    above ours, would win over the overwrite's."""
+    planned = {e.identifier() for e in deletes}
+
+    def validate(latest: Snapshot | None) -> None:
+        del latest  # overwrite_entries reads the latest snapshot itself
+        now = {e.identifier() for e in committer.overwrite_entries(partition_filter)}
+        if now != planned:
+            raise _OverwriteStale(
+                f"{committer.table.uri}: the overwritten partitions changed since the overwrite was planned "
+                f"({len(now - planned)} files added, {len(planned - now)} removed); planning its deletes again"
+            )
+
+    return validate
+
+
+def _commit_batch(
+    committer: Committer,
+    entries: Sequence[ManifestEntry],
+    *,
+    kind: CommitKind,
+    commit_identifier: int,
+    overwrite: bool,
+    partition_filter: Mapping[str, str | None] | None,
+    sequences_free: Callable[[Snapshot | None], None],
+) -> tuple[CommitResult, list[ManifestEntry]]:
+    """Commit the batch's files: an append checked by ``sequences_free``; an overwrite with its DELETE entries
+    made again (the files kept) while the partitions change under it, :data:`WRITE_ATTEMPTS` times."""
+    for attempt in range(1, WRITE_ATTEMPTS + 1):
+        deletes = committer.overwrite_entries(partition_filter, entries) if overwrite else []
+        validate = _overwrite_unchanged(committer, partition_filter, deletes) if overwrite else sequences_free
+        try:
+            result = committer.commit(
+                [*deletes, *entries],
+                kind=kind,
+                commit_identifier=commit_identifier,
+                check_conflicts=True,
+                validate=validate,
+            )
+        except _OverwriteStale:
+            if attempt == WRITE_ATTEMPTS:
+                raise
+            continue
+        return result, deletes
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
 def _discard(table: Table, paths: Sequence[str]) -> int:
     from airflow_lakeformat.core.maintenance.deletion import discard_unpublished
 
@@ -479,13 +535,14 @@ def write_primary_key_rows(
         if not entries and not overwrite and not commit_empty:
             return PkWritten(None, rows_filtered=batch.filtered)
         try:
-            deletes = committer.overwrite_entries(partition_filter, entries) if overwrite else []
-            result = committer.commit(
-                [*deletes, *entries],
+            result, deletes = _commit_batch(
+                committer,
+                entries,
                 kind=kind,
                 commit_identifier=commit_identifier,
-                check_conflicts=True,
-                validate=None if overwrite else _sequences_free(table, target.layout, starts),
+                overwrite=overwrite,
+                partition_filter=partition_filter,
+                sequences_free=_sequences_free(table, target.layout, starts),
             )
         except _SequencesTaken:
             _discard(table, written)
