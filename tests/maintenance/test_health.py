@@ -59,6 +59,14 @@ def write(table: PaimonTable | IcebergLakeTable, n: int, start: int = 0, partiti
         table.writes().write_rows(rows, commit_user="health-test", commit_identifier=i + 1)
 
 
+def fix(table: PaimonTable | IcebergLakeTable) -> list[str]:
+    """Run every recommended operation with the arguments health gives; the operations run."""
+    health = table.health()
+    for r in health.recommendations:
+        getattr(table.maintenance, r.operation)(**r.arguments)
+    return health.operations
+
+
 def expire_settings(fmt: str) -> tuple[str, ...]:
     if fmt == "paimon":
         return ("snapshot.time-retained=1 ms", "snapshot.num-retained.min=1")
@@ -68,15 +76,15 @@ def expire_settings(fmt: str) -> tuple[str, ...]:
 @pytest.mark.parametrize("fmt", ["paimon", "iceberg"])
 def test_small_files_recommend_compact_data_and_none_after_it(tmp_path: Path, fmt: str) -> None:
     table = create(tmp_path / "t", fmt)
-    write(table, 6)
+    write(table, 5)
     health = open_table(str(tmp_path / "t")).health()
     assert health.operations == ["compact_data"], health.to_json()["recommendations"]
     rec = health.recommendations[0]
-    assert (rec.metric, rec.value, rec.threshold) == ("smallFilesPerPartition", 6, 5)
-    assert health.files["dataFiles"] == 6 and health.files["compactableSmallFiles"] == 6
+    assert (rec.metric, rec.value, rec.threshold, rec.arguments) == ("smallFilesPerPartition", 5, 5, {})
+    assert health.files["dataFiles"] == 5 and health.files["compactableSmallFiles"] == 5
     assert health.score == 60 and health.penalties["smallFiles"] == 40
     assert [p.partition for p in health.partitions] == ["p=a"]
-    table.maintenance.compact_data()
+    assert fix(table) == ["compact_data"]
     after = open_table(str(tmp_path / "t")).health()
     assert after.operations == [] and after.score == 100, after.to_json()
     assert after.files["dataFiles"] == 1
@@ -108,7 +116,8 @@ def test_snapshots_past_retention_recommend_expire_snapshots(tmp_path: Path, fmt
     health = open_table(str(tmp_path / "t")).health()
     assert health.operations == ["expire_snapshots"], health.to_json()["recommendations"]
     assert health.snapshots["expirable"] >= 2 and health.snapshots["oldestAgeMs"] > 0
-    table.maintenance.expire_snapshots(dry_run=False)
+    assert health.recommendations[0].arguments == {"dry_run": False}
+    assert fix(table) == ["expire_snapshots"]
     after = open_table(str(tmp_path / "t")).health()
     assert after.operations == [], after.to_json()["recommendations"]
 
@@ -121,7 +130,7 @@ def test_many_small_manifests_recommend_compact_manifests(tmp_path: Path, fmt: s
     health = open_table(str(tmp_path / "t")).health()
     assert health.operations == ["compact_manifests"], health.to_json()["recommendations"]
     assert health.manifests["small"] >= 3
-    table.maintenance.compact_manifests("full") if fmt == "paimon" else table.maintenance.compact_manifests()
+    assert fix(table) == ["compact_manifests"]
     after = open_table(str(tmp_path / "t")).health()
     assert after.operations == [], after.to_json()
 
@@ -136,7 +145,7 @@ def test_level_zero_runs_of_a_primary_key_table_recommend_compact_data(tmp_path:
     assert health.recommendations[0].metric == "sortedRunsPerBucket"
     assert health.deletes["maxSortedRuns"] == 4 and health.deletes["bucketsOverTrigger"] == 1
     assert health.penalties["deleteLoad"] == 40
-    table.maintenance.compact_data(mode="full")
+    assert fix(table) == ["compact_data"]
     after = open_table(str(tmp_path / "t")).health()
     assert after.operations == [] and after.score == 100, after.to_json()
 
@@ -155,6 +164,7 @@ def test_cli_prints_the_document_and_a_summary(tmp_path: Path) -> None:
         "value",
         "threshold",
         "expected",
+        "arguments",
     }
     code, text = run("health", str(tmp_path / "t"))
     assert code == 0 and "score 60" in text and "compact_data" in text
@@ -170,3 +180,38 @@ def test_thresholds_and_score_rules() -> None:
     assert Thresholds.resolve({"lakeformat.health.delete-ratio": "0.5"}).delete_ratio == 0.5
     with pytest.raises(UsageError, match=r"lakeformat\.health\.min-small-files"):
         Thresholds.resolve({"lakeformat.health.min-small-files": "many"})
+
+
+def test_iceberg_deletes_recommend_compact_data_that_applies_them(tmp_path: Path) -> None:
+    from tests.support.iceberg_compaction import build
+
+    build(tmp_path, "hadoop")  # a: 5 small files + a position delete, b: 3 files + an equality delete
+    table = open_table(str(tmp_path / "t"))
+    health = table.health()
+    assert health.operations == ["compact_data"], health.to_json()["recommendations"]
+    assert {k: health.deletes[k] for k in ("positionDeleteFiles", "equalityDeleteFiles")} == {
+        "positionDeleteFiles": 1,
+        "equalityDeleteFiles": 1,
+    }
+    assert health.penalties == {"smallFiles": 25.0, "deleteLoad": 25.0, "positionDeletes": 12.5}
+    assert health.recommendations[0].arguments == {
+        "options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}
+    }
+    assert fix(table) == ["compact_data"]
+    after = open_table(str(tmp_path / "t")).health()
+    assert after.operations == [] and after.score == 100 and after.deletes["deleteFiles"] == 0, (
+        after.to_json()
+    )
+
+
+def test_paimon_partitions_past_expiration_recommend_expire_partitions(tmp_path: Path) -> None:
+    options = ("partition.expiration-time=7 d", "partition.timestamp-formatter=yyyy-MM-dd")
+    table = create(tmp_path / "t", "paimon", *options)
+    write(table, 1, partition="2020-01-01")
+    write(table, 1, start=1, partition="2999-01-01")
+    health = table.health()
+    assert health.operations == ["expire_partitions"], health.to_json()["recommendations"]
+    assert health.expirable_partitions == ["2020-01-01"]
+    assert fix(table) == ["expire_partitions"]
+    after = open_table(str(tmp_path / "t")).health()
+    assert after.operations == [] and after.expirable_partitions == [], after.to_json()

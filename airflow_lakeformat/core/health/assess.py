@@ -17,6 +17,13 @@ The rules (the thresholds are ``core/health/thresholds.py``'s, the score ``core/
 - ``expire_partitions`` (Paimon): at least ``min-expirable-partitions`` partitions past
   ``partition.expiration-time`` (the partition expiry's dry run).
 
+There is at most one ``compact_data`` recommendation: when several findings ask for it, their reasons and
+expectations are joined and the first finding's metric is kept. Each recommendation carries the facade
+``arguments`` that fix it (``getattr(table.maintenance, operation)(**arguments)``): ``{"dry_run": False}``
+for the expiry; for Iceberg deletes ``options`` ``delete-file-threshold=1`` (every file with a delete is
+rewritten) and ``remove-dangling-deletes=true`` (the deletes then left pointing at nothing are dropped);
+Paimon's ``mode="full"`` for DELETE records.
+
 Recommendations come in the order to run them: partitions first (fewer files to compact), then data and
 deletes, manifests, and snapshot expiry last (it deletes what the others replaced).
 
@@ -119,15 +126,7 @@ def assess(inputs: HealthInputs) -> TableHealth:
             "bucketsOverTrigger": len(over_trigger) if inputs.primary_key else None,
         },
         snapshots=_snapshots(inputs),
-        manifests={
-            "count": len(inputs.manifest_sizes),
-            "bytes": sum(inputs.manifest_sizes),
-            "averageBytes": sum(inputs.manifest_sizes) // len(inputs.manifest_sizes)
-            if inputs.manifest_sizes
-            else 0,
-            "small": manifests_small,
-            "targetBytes": inputs.manifest_target_size,
-        },
+        manifests=_manifest_section(inputs, manifests_small),
         metadata_bytes=inputs.metadata_bytes,
         expirable_partitions=inputs.expirable_partitions,
         thresholds=t,
@@ -169,8 +168,9 @@ def _data_compaction(
     over_trigger: dict[tuple[str, int | None], int],
     partitions: list[PartitionHealth],
 ) -> list[Recommendation]:
+    """At most one ``compact_data`` (its reasons joined, the first one's metric) and Iceberg's ``compact_deletes``."""
     t = inputs.thresholds
-    out = []
+    found: list[Recommendation] = []
     if small_groups:
         worst = max(len(files) for files in small_groups.values())
         count = sum(len(files) for files in small_groups.values())
@@ -179,7 +179,7 @@ def _data_compaction(
             max(1, -(-sum(f.size for f in files) // inputs.target_file_size))
             for files in small_groups.values()
         )
-        out.append(
+        found.append(
             Recommendation(
                 "compact_data",
                 f"{len(small_groups)} partition(s) hold at least {t.min_small_files} small files "
@@ -191,7 +191,7 @@ def _data_compaction(
             )
         )
     if over_trigger:
-        out.append(
+        found.append(
             Recommendation(
                 "compact_data",
                 f"{len(over_trigger)} bucket(s) have at least {t.max_sorted_runs} sorted runs "
@@ -203,24 +203,25 @@ def _data_compaction(
             )
         )
     heavy = [p for p in partitions if p.records and p.delete_records / p.records >= t.delete_ratio]
-    if heavy and not out:
-        worst_ratio = max(p.delete_records / p.records for p in heavy)
-        out.append(
+    if heavy:
+        found.append(
             Recommendation(
                 "compact_data",
                 f"{len(heavy)} partition(s) carry delete records of at least {t.delete_ratio:.0%} of their rows",
                 "deleteRatioPerPartition",
-                round(worst_ratio, 4),
+                round(max(p.delete_records / p.records for p in heavy), 4),
                 t.delete_ratio,
-                f"{sum(p.delete_records for p in heavy)} delete records applied and their delete files dropped",
+                f"{sum(p.delete_records for p in heavy)} delete records applied and dropped",
+                _delete_arguments(inputs),
             )
         )
+    out = [_merged(found, inputs)] if found else []
     many_deletes = [p for p in partitions if p.delete_files >= t.min_small_files and p not in heavy]
     if many_deletes and inputs.format == "iceberg":
         out.append(
             Recommendation(
                 "compact_deletes",
-                f"{len(many_deletes)} partition(s) hold at least {t.min_small_files} position-delete files",
+                f"{len(many_deletes)} partition(s) hold at least {t.min_small_files} delete files",
                 "deleteFilesPerPartition",
                 max(p.delete_files for p in many_deletes),
                 t.min_small_files,
@@ -228,6 +229,41 @@ def _data_compaction(
             )
         )
     return out
+
+
+def _delete_arguments(inputs: HealthInputs) -> dict[str, object]:
+    """How ``compact_data`` applies the deletes: Iceberg rewrites every file with a delete and drops the
+    deletes left dangling (Java's ``delete-file-threshold``, ``remove-dangling-deletes``); Paimon's full
+    compaction drops DELETE records at the highest level."""
+    if inputs.format == "iceberg":
+        return {"options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}}
+    return {"mode": "full"} if inputs.primary_key else {}
+
+
+def _merged(found: list[Recommendation], inputs: HealthInputs) -> Recommendation:
+    """One ``compact_data``: the first finding's metric, every reason and expectation, the arguments merged."""
+    arguments: dict[str, object] = {}
+    options: dict[str, str] = {}
+    for r in found:
+        for key, value in r.arguments.items():
+            if key == "options" and isinstance(value, dict):
+                options.update(value)
+            else:
+                arguments[key] = value
+    if inputs.format == "iceberg" and any(f.content != "data" for f in inputs.files):
+        options.setdefault("remove-dangling-deletes", "true")
+    if options:
+        arguments["options"] = options
+    first = found[0]
+    return Recommendation(
+        "compact_data",
+        "; ".join(r.reason for r in found),
+        first.metric,
+        first.value,
+        first.threshold,
+        "; ".join(r.expected for r in found),
+        arguments,
+    )
 
 
 def _manifest_compaction(inputs: HealthInputs, small: int) -> list[Recommendation]:
@@ -261,6 +297,7 @@ def _snapshot_expiry(inputs: HealthInputs) -> list[Recommendation]:
             t.min_expirable_snapshots,
             f"{inputs.expirable_snapshots} snapshot(s) removed, {inputs.expiry_files} files "
             f"({human_bytes(inputs.expiry_bytes)}) deleted",
+            {"dry_run": False},
         )
     ]
 
@@ -280,6 +317,17 @@ def _partition_expiry(inputs: HealthInputs) -> list[Recommendation]:
             f"partitions dropped: {', '.join(found[:5])}{' ...' if len(found) > 5 else ''}",
         )
     ]
+
+
+def _manifest_section(inputs: HealthInputs, small: int) -> dict[str, int]:
+    sizes = inputs.manifest_sizes
+    return {
+        "count": len(sizes),
+        "bytes": sum(sizes),
+        "averageBytes": sum(sizes) // len(sizes) if sizes else 0,
+        "small": small,
+        "targetBytes": inputs.manifest_target_size,
+    }
 
 
 def _snapshots(inputs: HealthInputs) -> dict[str, object]:

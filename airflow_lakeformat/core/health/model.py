@@ -20,7 +20,7 @@ remove. ``core/health/assess.py`` turns it into a :class:`TableHealth`: per-part
      "metadataBytes", "expirablePartitions", "thresholds": {...},
      "partitions": [{"partition", "dataFiles", "dataBytes", "records", "smallFiles", "averageFileSize",
                      "deleteFiles", "deleteRecords", "sortedRuns"}],
-     "recommendations": [{"operation", "reason", "metric", "value", "threshold", "expected"}]}
+     "recommendations": [{"operation", "reason", "metric", "value", "threshold", "expected", "arguments"}]}
 
 This module is neutral: it imports no format.
 """
@@ -108,7 +108,13 @@ class HealthInputs:
 
 @dataclass(frozen=True)
 class Recommendation:
-    """One operation the table needs: which measure crossed which threshold, and what the operation changes."""
+    """One operation the table needs: which measure crossed which threshold, and what the operation changes.
+
+    ``arguments`` are the keyword arguments of the facade method that fix it:
+    ``getattr(table.maintenance, r.operation)(**r.arguments)`` (e.g. ``{"dry_run": False}`` for an expiry,
+    Iceberg's ``{"options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}}`` when deletes
+    must be applied, Paimon's ``{"mode": "full"}`` to drop DELETE records).
+    """
 
     operation: Operation
     reason: str
@@ -116,6 +122,7 @@ class Recommendation:
     value: float
     threshold: float
     expected: str
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -125,6 +132,7 @@ class Recommendation:
             "value": self.value,
             "threshold": self.threshold,
             "expected": self.expected,
+            "arguments": self.arguments,
         }
 
 
