@@ -166,11 +166,16 @@ def add_read_commands(add: Adder) -> None:
         "summarize schema, options, snapshots, tags, consumers, files and manifests",
         "lakeformat inspect s3://lake/db.db/t --storage-option endpoint_url=http://127.0.0.1:8333",
     )
-    add(
+    health = add(
         "health",
         "health:health",
         "score a table from its metadata and recommend the maintenance it needs (reads no data file)",
         "lakeformat health /wh/db.db/t --json",
+    )
+    health.add_argument(
+        "--orphans",
+        action="store_true",
+        help="also list the table's location for orphan files (the remove-orphans dry run; default: off)",
     )
 
 

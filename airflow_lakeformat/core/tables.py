@@ -31,6 +31,7 @@ This module imports neither format at import time; each is loaded when a table o
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_lakeformat.core.errors import UsageError
@@ -304,21 +305,34 @@ class PaimonTable:
 
         return inspect_table(self.native, progress)
 
-    def health(self, progress: Progress = NO_PROGRESS) -> TableHealth:
+    def health(
+        self,
+        progress: Progress = NO_PROGRESS,
+        *,
+        orphans: bool = False,
+        orphan_older_than: timedelta | None = None,
+    ) -> TableHealth:
         """What the table needs, from its metadata only: measures, a 0-100 score and recommendations
         (``core/health/``; Paimon's collector ``core/paimon/maintenance/health.py``).
 
         Args:
             progress: a progress reporter for the manifests read.
+            orphans: also run the orphan cleanup's dry run (lists the table's location; slower).
+            orphan_older_than: its age rule (default the format's: 1 day).
 
         Example:
             >>> open_table("/wh/db.db/events").health().operations
             ['compact_data', 'expire_snapshots']
         """
-        from airflow_lakeformat.core.health.assess import assess
+        from airflow_lakeformat.core.health.assess import assess, with_orphans
         from airflow_lakeformat.core.paimon.maintenance.health import collect_health
 
-        return assess(collect_health(self.native, progress))
+        inputs = collect_health(self.native, progress)
+        if orphans:
+            plan = self.maintenance.plan_remove_orphan_files(older_than=orphan_older_than, progress=progress)
+            arguments = {} if orphan_older_than is None else {"older_than": orphan_older_than}
+            inputs = with_orphans(inputs, plan.orphans, arguments)
+        return assess(inputs)
 
     def _snapshot(self, snapshot: int | None, ref: str | None) -> Snapshot | None:
         manager = self.native.snapshot_manager
@@ -483,21 +497,34 @@ class IcebergLakeTable:
 
         return inspect_table(self.native, progress=progress)
 
-    def health(self, progress: Progress = NO_PROGRESS) -> TableHealth:
+    def health(
+        self,
+        progress: Progress = NO_PROGRESS,
+        *,
+        orphans: bool = False,
+        orphan_older_than: timedelta | None = None,
+    ) -> TableHealth:
         """What the table needs, from its metadata only: measures, a 0-100 score and recommendations
         (``core/health/``; Iceberg's collector ``core/iceberg/maintenance/health.py``).
 
         Args:
             progress: a progress reporter for the manifests read.
+            orphans: also run the orphan cleanup's dry run (lists the table's locations; slower).
+            orphan_older_than: its age rule (default the format's: 3 days).
 
         Example:
             >>> open_table("/wh/events").health().score
             100
         """
-        from airflow_lakeformat.core.health.assess import assess
+        from airflow_lakeformat.core.health.assess import assess, with_orphans
         from airflow_lakeformat.core.iceberg.maintenance.health import collect_health
 
-        return assess(collect_health(self.native, progress))
+        inputs = collect_health(self.native, progress)
+        if orphans:
+            plan = self.maintenance.plan_remove_orphan_files(older_than=orphan_older_than, progress=progress)
+            arguments = {} if orphan_older_than is None else {"older_than": orphan_older_than}
+            inputs = with_orphans(inputs, plan.orphans, arguments)
+        return assess(inputs)
 
     def __repr__(self) -> str:
         return f"IcebergLakeTable({self.uri!r})"

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import stat
+import time
 from pathlib import Path
 from typing import Any
 
@@ -215,3 +216,28 @@ def test_paimon_partitions_past_expiration_recommend_expire_partitions(tmp_path:
     assert fix(table) == ["expire_partitions"]
     after = open_table(str(tmp_path / "t")).health()
     assert after.operations == [] and after.expirable_partitions == [], after.to_json()
+
+
+@pytest.mark.parametrize("fmt", ["paimon", "iceberg"])
+def test_planted_orphans_recommend_remove_orphan_files_only_when_asked(tmp_path: Path, fmt: str) -> None:
+    table = create(tmp_path / "t", fmt)
+    write(table, 1)
+    planted = Path(table.files()[0].path.removeprefix("file://")).parent / "planted.parquet"
+    planted.write_bytes(b"x" * 100)
+    old = time.time() - 5 * 86400
+    os.utime(planted, (old, old))
+    assert table.health().operations == [] and table.health().orphans is None
+    health = table.health(orphans=True)
+    assert health.operations == ["remove_orphan_files"], health.to_json()["recommendations"]
+    assert health.orphans == {"files": 1, "bytes": 100}
+    assert fix_with_orphans(table) == ["remove_orphan_files"]
+    assert not planted.exists()
+    after = table.health(orphans=True)
+    assert after.operations == [] and after.orphans == {"files": 0, "bytes": 0}
+
+
+def fix_with_orphans(table: PaimonTable | IcebergLakeTable) -> list[str]:
+    health = table.health(orphans=True)
+    for r in health.recommendations:
+        getattr(table.maintenance, r.operation)(**r.arguments)
+    return health.operations

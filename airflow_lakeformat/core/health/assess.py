@@ -14,6 +14,8 @@ The rules (the thresholds are ``core/health/thresholds.py``'s, the score ``core/
 - ``compact_manifests``: at least ``max-small-manifests`` manifests under the manifest target size.
 - ``expire_snapshots``: the expiry plan, a dry run with the table's own retention, would remove at least
   ``min-expirable-snapshots`` snapshots. Expected: its snapshot, file and byte counts.
+- ``remove_orphan_files`` (only when asked, ``health(orphans=True)`` / ``--orphans``): the orphan cleanup's
+  dry run (the format's age rule: Paimon 1 day, Iceberg 3 days) finds at least ``min-orphan-files`` files.
 - ``expire_partitions`` (Paimon): at least ``min-expirable-partitions`` partitions past
   ``partition.expiration-time`` (the partition expiry's dry run).
 
@@ -25,7 +27,7 @@ rewritten) and ``remove-dangling-deletes=true`` (the deletes then left pointing 
 Paimon's ``mode="full"`` for DELETE records.
 
 Recommendations come in the order to run them: partitions first (fewer files to compact), then data and
-deletes, manifests, and snapshot expiry last (it deletes what the others replaced).
+deletes, manifests, snapshot expiry (it deletes what the others replaced), orphan cleanup last.
 
 This module is neutral: it imports no format.
 """
@@ -33,7 +35,9 @@ This module is neutral: it imports no format.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import Any
 
 from airflow_lakeformat.core.health.model import (
     FileFacts,
@@ -43,6 +47,7 @@ from airflow_lakeformat.core.health.model import (
     TableHealth,
 )
 from airflow_lakeformat.core.health.score import health_score, ratio_load
+from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
 from airflow_lakeformat.core.maintenance.results import human_bytes
 
 DELETE_CONTENTS = ("position-deletes", "equality-deletes")
@@ -96,6 +101,7 @@ def assess(inputs: HealthInputs) -> TableHealth:
         *_data_compaction(inputs, small_groups, over_trigger, partitions),
         *_manifest_compaction(inputs, manifests_small),
         *_snapshot_expiry(inputs),
+        *_orphan_cleanup(inputs),
     ]
     return TableHealth(
         format=inputs.format,
@@ -129,6 +135,9 @@ def assess(inputs: HealthInputs) -> TableHealth:
         manifests=_manifest_section(inputs, manifests_small),
         metadata_bytes=inputs.metadata_bytes,
         expirable_partitions=inputs.expirable_partitions,
+        orphans=None
+        if inputs.orphan_files is None
+        else {"files": inputs.orphan_files, "bytes": inputs.orphan_bytes},
         thresholds=t,
         partitions=partitions,
         recommendations=recommendations,
@@ -298,6 +307,35 @@ def _snapshot_expiry(inputs: HealthInputs) -> list[Recommendation]:
             f"{inputs.expirable_snapshots} snapshot(s) removed, {inputs.expiry_files} files "
             f"({human_bytes(inputs.expiry_bytes)}) deleted",
             {"dry_run": False},
+        )
+    ]
+
+
+def with_orphans(
+    inputs: HealthInputs, orphans: Sequence[DeleteRequest], arguments: dict[str, Any] | None = None
+) -> HealthInputs:
+    """``inputs`` with the orphan cleanup's dry run (its orphan files; ``arguments``: how it was planned)."""
+    return replace(
+        inputs,
+        orphan_files=len(orphans),
+        orphan_bytes=sum(o.size or 0 for o in orphans),
+        orphan_arguments=dict(arguments or {}),
+    )
+
+
+def _orphan_cleanup(inputs: HealthInputs) -> list[Recommendation]:
+    t = inputs.thresholds
+    if inputs.orphan_files is None or inputs.orphan_files < t.min_orphan_files:
+        return []
+    return [
+        Recommendation(
+            "remove_orphan_files",
+            f"{inputs.orphan_files} file(s) under the table's location are used by no snapshot, tag or branch",
+            "orphanFiles",
+            inputs.orphan_files,
+            t.min_orphan_files,
+            f"{inputs.orphan_files} files ({human_bytes(inputs.orphan_bytes or 0)}) deleted",
+            {"dry_run": False, **inputs.orphan_arguments},
         )
     ]
 

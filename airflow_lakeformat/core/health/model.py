@@ -17,7 +17,7 @@ remove. ``core/health/assess.py`` turns it into a :class:`TableHealth`: per-part
                  "bucketsOverTrigger"},
      "snapshots": {"count", "oldestAgeMs", "retention": {...}, "expirable", "expiryFiles", "expiryBytes"},
      "manifests": {"count", "bytes", "averageBytes", "small", "targetBytes"},
-     "metadataBytes", "expirablePartitions", "thresholds": {...},
+     "metadataBytes", "expirablePartitions", "orphans": {"files", "bytes"} | null, "thresholds": {...},
      "partitions": [{"partition", "dataFiles", "dataBytes", "records", "smallFiles", "averageFileSize",
                      "deleteFiles", "deleteRecords", "sortedRuns"}],
      "recommendations": [{"operation", "reason", "metric", "value", "threshold", "expected", "arguments"}]}
@@ -85,6 +85,8 @@ class HealthInputs:
         primary_key: a Paimon primary-key table (its delete load is its sorted runs).
         expirable_partitions: partitions past ``partition.expiration-time`` (None: no expiration set).
         metadata_bytes: bytes of the table's metadata files (None when not measured).
+        orphan_files, orphan_bytes: what the orphan cleanup's dry run found (None: not asked, ``--orphans``).
+        orphan_arguments: the facade arguments of that dry run (``older_than``), repeated in the recommendation.
     """
 
     format: TableFormat
@@ -104,6 +106,9 @@ class HealthInputs:
     primary_key: bool = False
     expirable_partitions: list[str] | None = None
     metadata_bytes: int | None = None
+    orphan_files: int | None = None
+    orphan_bytes: int | None = None
+    orphan_arguments: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -190,6 +195,7 @@ class TableHealth:
     manifests: dict[str, Any]
     metadata_bytes: int | None
     expirable_partitions: list[str] | None
+    orphans: dict[str, Any] | None
     thresholds: Thresholds
     partitions: list[PartitionHealth]
     recommendations: list[Recommendation]
@@ -212,6 +218,7 @@ class TableHealth:
             "manifests": self.manifests,
             "metadataBytes": self.metadata_bytes,
             "expirablePartitions": self.expirable_partitions,
+            "orphans": self.orphans,
             "thresholds": self.thresholds.to_json(),
             "partitions": [p.to_json() for p in self.partitions],
             "recommendations": [r.to_json() for r in self.recommendations],

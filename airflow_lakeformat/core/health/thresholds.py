@@ -18,6 +18,8 @@ recommends X" means "X would do something":
   ``manifest.merge-min-count`` 30).
 - ``min-expirable-snapshots`` (1): snapshots the expiry plan (dry run, the table's own retention) would
   remove at or above which ``expire_snapshots`` is recommended.
+- ``min-orphan-files`` (1): orphan files (the orphan cleanup's dry run, only when asked: ``--orphans``) at
+  or above which ``remove_orphan_files`` is recommended.
 - ``min-expirable-partitions`` (1): partitions past ``partition.expiration-time`` (Paimon) at or above which
   ``expire_partitions`` is recommended.
 
@@ -57,6 +59,7 @@ class Thresholds:
     max_small_manifests: int = 100
     min_expirable_snapshots: int = 1
     min_expirable_partitions: int = 1
+    min_orphan_files: int = 1
 
     @classmethod
     def resolve(cls, properties: Mapping[str, str], **format_defaults: Any) -> Thresholds:
