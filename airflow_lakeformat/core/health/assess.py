@@ -369,10 +369,10 @@ def _manifest_section(inputs: HealthInputs, small: int) -> dict[str, int]:
 
 
 def _snapshots(inputs: HealthInputs) -> dict[str, object]:
-    times = inputs.snapshot_times_ms
+    oldest = inputs.oldest_snapshot_ms
     return {
-        "count": len(times),
-        "oldestAgeMs": inputs.now_ms - min(times) if times else None,
+        "count": inputs.snapshot_count,
+        "oldestAgeMs": None if oldest is None else inputs.now_ms - oldest,
         "retention": inputs.retention,
         "expirable": inputs.expirable_snapshots,
         "expiryFiles": inputs.expiry_files,

@@ -76,7 +76,8 @@ class HealthInputs:
         files: every live file of the snapshot.
         manifest_sizes: the size of each manifest the snapshot reads.
         manifest_target_size: the manifest target size; a manifest under it is small.
-        snapshot_times_ms: commit times of the snapshots the table keeps.
+        snapshot_count: the snapshots the table keeps.
+        oldest_snapshot_ms: the commit time of the oldest of them (None: no snapshot).
         now_ms: the time of the report.
         target_file_size: the table's target data file size.
         thresholds: the resolved thresholds.
@@ -95,7 +96,8 @@ class HealthInputs:
     files: list[FileFacts]
     manifest_sizes: list[int]
     manifest_target_size: int
-    snapshot_times_ms: list[int]
+    snapshot_count: int
+    oldest_snapshot_ms: int | None
     now_ms: int
     target_file_size: int
     thresholds: Thresholds

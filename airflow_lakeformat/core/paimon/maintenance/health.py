@@ -8,7 +8,7 @@ What is read, and from where (no data file is opened):
   file holds, when the writer counted them; pypaimon 2.1 writes 0);
 - the data manifests of its two manifest lists (``manifest.target-file-size``, 8 MB, makes one small;
   ``manifest.merge-min-count``, 30, is the default of ``max-small-manifests``);
-- the snapshot files of the branch (times), and the snapshot expiry plan, a dry run with the table's own
+- the snapshot files of the branch (listed; the oldest one read for its time), and the snapshot expiry plan, a dry run with the table's own
   ``snapshot.time-retained`` / ``snapshot.num-retained.*`` / ``snapshot.expire.limit``
   (``core/paimon/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove;
 - when ``partition.expiration-time`` is set: the partition expiry plan (``partition_expiry.py``); a table the
@@ -79,7 +79,8 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
                 )
             )
         manifests = [m.file_size for group in table.data_manifests(latest) for m in group]
-    snapshots = table.read_snapshots(manager.list_snapshot_ids())
+    ids = manager.list_snapshot_ids()
+    oldest = table.read_snapshots([min(ids)]) if ids else []  # one file, not the whole history
     expirable, expiry_files, expiry_bytes = _expiry(table) if latest is not None else (0, 0, 0)
     return HealthInputs(
         format="paimon",
@@ -88,7 +89,8 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
         files=files,
         manifest_sizes=manifests,
         manifest_target_size=options.manifest_target_file_size,
-        snapshot_times_ms=[s.time_millis for s in snapshots],
+        snapshot_count=len(ids),
+        oldest_snapshot_ms=oldest[0].time_millis if oldest else None,
         now_ms=int(time.time() * 1000),
         target_file_size=target_file_size(table),
         thresholds=thresholds,
