@@ -125,6 +125,15 @@ def _iceberg_catalog_fields() -> dict[str, Any]:
     }
 
 
+_ASSETS = "airflow_lakeformat.hooks.assets"
+_ASSET_URIS: dict[str, Any] = {
+    "schemes": ["lakeformat"],
+    "handler": f"{_ASSETS}.sanitize_uri",
+    "factory": f"{_ASSETS}.create_asset",
+    "to_openlineage_converter": f"{_ASSETS}.convert_asset_to_openlineage",
+}
+
+
 def get_provider_info() -> dict[str, Any]:
     """The provider metadata dict (schema: ``airflow/provider_info.schema.json``)."""
     return {
@@ -166,5 +175,8 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": [
             {"integration-name": INTEGRATION, "python-modules": ["airflow_lakeformat.triggers.snapshot"]}
         ],
+        # lakeformat://<conn_id>/<db>.<table>: a table named through a connection, without reading it.
+        "asset-uris": [_ASSET_URIS],
+        "dataset-uris": [_ASSET_URIS],
         "connection-types": [_connection_type()],
     }

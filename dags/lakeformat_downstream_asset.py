@@ -2,8 +2,9 @@
 reads the snapshot id its Asset event carries.
 
 The table is the ingest DAG's: ``LAKEFORMAT_DEMO_TABLE`` (default ``demo.events``) placed under the warehouse
-of the connection ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``), which this file reads when parsed
-because the Asset is named by the table's URI.
+of the connection ``LAKEFORMAT_CONN_ID`` (default ``lakeformat_default``). The Asset is
+``lakeformat://<conn_id>/demo.events`` (``airflow_lakeformat/hooks/assets.py``), the one the ingest DAG's write
+emits: naming it reads no connection, so this file parses before the connection exists.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
-from airflow_lakeformat.hooks.lakeformat import LakeformatHook, table_asset
+from airflow_lakeformat.hooks.assets import connection_table_asset
 
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
-TABLE = LakeformatHook(CONN_ID).table_uri(os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events")
-TABLE_ASSET = table_asset(TABLE)  # named by its URI, so every DAG naming the table means the same Asset
+TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events"
+TABLE_ASSET = connection_table_asset(TABLE, CONN_ID)  # lakeformat://<conn_id>/<db>.<table>; no lookup
 
 DOC_MD = f"""
 ### Run after every ingest
@@ -26,8 +27,8 @@ Scheduled on the table's Asset, `{TABLE_ASSET.uri}`: every successful `write_bat
 queues a run, and `report` prints the snapshot ids the triggering Asset events carry. A manual run reports
 none.
 
-**Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_CONN_ID`): it must exist where DAG files are
-parsed, because the Asset is named by the table's URI under its warehouse.
+**Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_CONN_ID`): it names the Asset; this DAG never
+reads it (the ingest DAG's tasks do, when they run).
 
 **Environment** (read when the file is parsed): `LAKEFORMAT_CONN_ID`, `LAKEFORMAT_DEMO_TABLE` (default
 `demo.events`; the same as the ingest DAG's).

@@ -14,8 +14,9 @@ each of its commits, as the watcher sees that commit too.
 
 The table is ``lakeformat_iceberg_maintenance``'s (``LAKEFORMAT_ICEBERG_TABLE``, default
 ``demo.events_iceberg``, through ``LAKEFORMAT_ICEBERG_CONN_ID``, else ``LAKEFORMAT_CONN_ID``, else
-``lakeformat_default``). This file reads the connection when it is parsed, because the Asset is named by the
-table's URI (its root, or ``iceberg://<catalog>/<namespace>/<table>`` for a catalog table).
+``lakeformat_default``). The Asset is ``lakeformat://<conn_id>/<namespace>.<table>``
+(``airflow_lakeformat/hooks/assets.py``): naming it reads no connection, so this file parses before the
+connection exists; the watcher's trigger reads it in the triggerer.
 ``LAKEFORMAT_WATCHER_POLL_INTERVAL`` sets the seconds between the watcher's looks (default 30).
 """
 
@@ -52,9 +53,8 @@ data (not a `replace` snapshot of a compaction), by any engine, records an Asset
 `report` prints and returns the snapshot id(s) the triggering events carry. `lakeformat_iceberg_ingest` has no
 outlet, so each of its appends makes exactly one event. A manual run reports none.
 
-**Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_ICEBERG_CONN_ID`, else `LAKEFORMAT_CONN_ID`): it must
-exist where DAG files are parsed, because the Asset is named by the table's URI, and in the triggerer, which
-opens the table through it.
+**Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_ICEBERG_CONN_ID`, else `LAKEFORMAT_CONN_ID`): the
+triggerer opens the table through it; the DAG parses without it (it only names the Asset).
 
 **Environment** (read when the file is parsed): `LAKEFORMAT_ICEBERG_CONN_ID`, `LAKEFORMAT_CONN_ID`,
 `LAKEFORMAT_ICEBERG_TABLE` (default `demo.events_iceberg`), `LAKEFORMAT_WATCHER_POLL_INTERVAL` (seconds between

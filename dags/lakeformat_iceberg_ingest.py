@@ -6,8 +6,8 @@ The table is ``lakeformat_iceberg_maintenance``'s: ``namespace.table`` (default 
 else ``lakeformat_default``). With an Iceberg catalog in the connection it is that catalog's table; without one
 it is a Hadoop-layout table at ``<warehouse>/<namespace>.db/<table>`` under the connection's host (local or
 ``s3://``). Batches are staged as Parquet files in ``<warehouse>/_staging`` with the connection's storage
-options (``LAKEFORMAT_INGEST_STAGING`` overrides), so this file reads the connection when it is parsed; it
-touches no storage then.
+options (``LAKEFORMAT_INGEST_STAGING`` overrides), placed when ``stage_batch`` runs: this file reads neither the
+connection nor the storage when it is parsed, so it parses before the connection exists.
 
 Exactly once: the write's commit user (the connection's prefix, the DAG and the task) and identifier (the DAG
 run, the task and the staged file) go into the snapshot summary, so a retry, or a cleared and re-run task,
@@ -54,7 +54,7 @@ def staging_directory() -> str:
     return f"{warehouse.rstrip('/')}/_staging"
 
 
-STAGING = staging_directory()
+STAGING = os.environ.get("LAKEFORMAT_INGEST_STAGING")  # None: staging_directory() when the task runs
 DOC_MD = f"""
 ### Ingest a batch into the Iceberg demo table
 
@@ -66,12 +66,12 @@ twice (it finds its snapshot by the commit user and identifier in the snapshot s
 No outlet: `lakeformat_iceberg_downstream_asset` learns of every commit from the Asset watcher in the
 triggerer, which would otherwise see each append twice (once from this task, once from the watcher).
 
-**Table**: `{TABLE}`. **Staging**: `{STAGING}`.
+**Table**: `{TABLE}`. **Staging**: `{STAGING or "<warehouse>/_staging"}`.
 
 **Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_ICEBERG_CONN_ID`, else `LAKEFORMAT_CONN_ID`): with
 an Iceberg catalog in its extras the table is that catalog's; without one a Hadoop-layout table under its
-host (`<host>/<namespace>.db/<table>`). It must exist where DAG files are parsed: batches are staged under
-its host.
+host (`<host>/<namespace>.db/<table>`). The tasks read it when they run (batches are staged under its host);
+the DAG parses without it.
 
 **Environment** (read when the file is parsed): `LAKEFORMAT_ICEBERG_CONN_ID`, `LAKEFORMAT_CONN_ID`,
 `LAKEFORMAT_ICEBERG_TABLE` (default `demo.events_iceberg`, the same as `lakeformat_iceberg_maintenance`'s),
@@ -104,11 +104,13 @@ with DAG(
         return LakeformatHook(CONN_ID).create_iceberg_table(table, schema, exist_ok=True).uri
 
     @task
-    def stage_batch(staging: str, **context: Any) -> str:
+    def stage_batch(staging: str | None, **context: Any) -> str:
         """A Parquet file of ``LAKEFORMAT_INGEST_ROWS`` demo rows, named by the run (a retry rewrites it)."""
         import fsspec
         import pyarrow as pa
         import pyarrow.parquet as pq
+
+        staging = staging or staging_directory()
 
         rows = int(os.environ.get("LAKEFORMAT_INGEST_ROWS", "1000"))
         run_id = "".join(c if c.isalnum() else "_" for c in context["run_id"])

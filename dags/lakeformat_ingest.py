@@ -3,9 +3,11 @@ table's Asset event, which schedules ``lakeformat_downstream_asset``.
 
 The table is ``demo.events`` under the warehouse of the connection ``LAKEFORMAT_CONN_ID`` (default
 ``lakeformat_default``; its host, e.g. ``s3://warehouse/wh``), or ``LAKEFORMAT_DEMO_TABLE`` (a full URI or
-another ``db.table``). The file reads the connection when it is parsed, because the table's Asset is named by
-its URI; it touches no storage then. Generated batches are staged in ``<warehouse>/_staging`` with the
-connection's storage options (on S3 when the warehouse is), or in ``LAKEFORMAT_INGEST_STAGING``.
+another ``db.table``). The file reads neither the connection nor the storage when it is parsed, so it parses
+before the connection exists: the table's Asset is ``lakeformat://<conn_id>/demo.events``
+(``airflow_lakeformat/hooks/assets.py``), and the tasks resolve the connection when they run. Generated batches
+are staged in ``<warehouse>/_staging`` with the connection's storage options (on S3 when the warehouse is), or
+in ``LAKEFORMAT_INGEST_STAGING``.
 
 Other environment: ``LAKEFORMAT_INGEST_EXECUTION`` (``local`` or ``spark``), ``LAKEFORMAT_INGEST_SOURCE`` (a
 file to write; by default the ``stage_batch`` task generates ``LAKEFORMAT_INGEST_ROWS`` demo rows).
@@ -19,12 +21,13 @@ from typing import Any
 
 from airflow.sdk import DAG, task
 
-from airflow_lakeformat.hooks.lakeformat import LakeformatHook, table_asset
+from airflow_lakeformat.hooks.assets import connection_table_asset
+from airflow_lakeformat.hooks.lakeformat import LakeformatHook
 from airflow_lakeformat.operators.write import LakeformatWriteOperator
 
 CONN_ID = os.environ.get("LAKEFORMAT_CONN_ID", "lakeformat_default")
-# The connection places ``db.table`` under its warehouse (it reads the connection, not the storage).
-TABLE = LakeformatHook(CONN_ID).table_uri(os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events")
+# A name the connection places under its warehouse when a task runs (or a full URI).
+TABLE = os.environ.get("LAKEFORMAT_DEMO_TABLE") or "demo.events"
 
 
 def warehouse_of(table_uri: str) -> str:
@@ -33,9 +36,11 @@ def warehouse_of(table_uri: str) -> str:
     return parent.rsplit("/", 1)[0] if parent.endswith(".db") else parent
 
 
-STAGING = os.environ.get("LAKEFORMAT_INGEST_STAGING") or f"{warehouse_of(TABLE)}/_staging"
+STAGING = os.environ.get("LAKEFORMAT_INGEST_STAGING")  # None: <warehouse>/_staging, placed when the task runs
 EXECUTION = os.environ.get("LAKEFORMAT_INGEST_EXECUTION", "local")
-TABLE_ASSET = table_asset(TABLE)  # named by its URI, so every DAG naming the table means the same Asset
+# lakeformat://<conn_id>/<db>.<table> (or the root URI of a full URI): no connection read at parse time, and
+# every DAG naming the table through the same connection means the same Asset.
+TABLE_ASSET = connection_table_asset(TABLE, CONN_ID)
 DOC_MD = f"""
 ### Ingest a batch into the demo table
 
@@ -43,11 +48,12 @@ DOC_MD = f"""
 file of demo rows, and `write_batch` writes it into the table and emits the table's Asset event, which
 schedules `lakeformat_downstream_asset`. Each run adds one snapshot; a retry never writes a batch twice.
 
-**Table**: `{TABLE}`. **Staging**: `{STAGING}`. **Execution**: `{EXECUTION}`.
+**Table**: `{TABLE}` (Asset `{TABLE_ASSET.uri}`). **Staging**: `{STAGING or "<warehouse>/_staging"}`.
+**Execution**: `{EXECUTION}`.
 
 **Connection**: `{CONN_ID}` (type `lakeformat`; `LAKEFORMAT_CONN_ID`): its host is the warehouse, e.g.
 `s3://warehouse/wh` (with login/password and the extra `endpoint_url` for an S3-compatible store) or
-`/data/warehouse`. It must exist where DAG files are parsed: the Asset is named by the table's URI.
+`/data/warehouse`. The tasks read it when they run; the DAG parses without it.
 
 **Environment** (read when the file is parsed): `LAKEFORMAT_CONN_ID`, `LAKEFORMAT_DEMO_TABLE` (default
 `demo.events`), `LAKEFORMAT_INGEST_EXECUTION` (`local` or `spark`), `LAKEFORMAT_INGEST_ROWS` (rows per
@@ -93,11 +99,13 @@ with DAG(
         return uri
 
     @task
-    def stage_batch(staging: str, **context: Any) -> str:
+    def stage_batch(staging: str | None, **context: Any) -> str:
         """The source to write: ``LAKEFORMAT_INGEST_SOURCE``, or a generated Parquet file of demo rows."""
         source = os.environ.get("LAKEFORMAT_INGEST_SOURCE")
         if source:
             return source
+        if not staging:
+            staging = f"{warehouse_of(LakeformatHook(CONN_ID).table_uri(TABLE))}/_staging"
         import fsspec
         import pyarrow as pa
         import pyarrow.parquet as pq

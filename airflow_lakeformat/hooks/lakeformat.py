@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, BaseHook
 
+from airflow_lakeformat.hooks.assets import DEFAULT_CONN_ID, root_asset_uri
 from airflow_lakeformat.hooks.iceberg_catalog import (
     CatalogSettingsError,
     IcebergCatalogSettings,
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 CONN_TYPE = "lakeformat"
-DEFAULT_CONN_ID = "lakeformat_default"
 DEFAULT_COMMIT_USER_PREFIX = "airflow"
 _S3_PROTOCOLS = ("s3", "s3a")
 _NAME = re.compile(r"^[^/\s][^/]*$")
@@ -95,15 +95,15 @@ class TableRef:
 
 
 def table_asset(table_uri: str) -> Asset:
-    """The Airflow Asset that stands for a table: its root URI, ``file://`` for local paths."""
-    uri = table_uri.rstrip("/")
-    if "://" not in uri:
-        if not uri.startswith("/"):
-            raise LakeformatConnectionError(f"{table_uri!r}: a table asset needs an absolute path or a URI")
-        uri = "file://" + uri
-    elif uri.startswith("s3a://"):
-        uri = "s3://" + uri[len("s3a://") :]
-    return Asset(uri=uri)
+    """The Airflow Asset that stands for a table root: its URI, ``file://`` for local paths.
+
+    A table named relative to a connection is :func:`~airflow_lakeformat.hooks.assets.connection_table_asset`
+    (``lakeformat://<conn_id>/<db>.<table>``), which reads no connection.
+    """
+    try:
+        return Asset(uri=root_asset_uri(table_uri))
+    except ValueError as exc:
+        raise LakeformatConnectionError(str(exc)) from None
 
 
 def _deep_merge(base: dict[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,9 +14,10 @@ snapshot its earlier try published (when that try failed *after* publishing) and
 ``alreadyCommitted`` instead of committing the files again. Re-running the DAG run with new upstream
 output stages other files, so it gets another identifier and commits them.
 
-On success the table's Asset gets an event (with the snapshot id and kind as extra): the table's URI (an
-Iceberg catalog table: ``iceberg://<catalog>/<namespace>/<table>``) when ``table`` is a literal URI, else
-through an AssetAlias that the run resolves to the table's Asset.
+On success the table's Asset gets an event (with the snapshot id and kind as extra): the table's root URI when
+``table`` is a literal URI, ``lakeformat://<conn_id>/<name>`` (``hooks/assets.py``; no connection read when the
+DAG is parsed) when it is a name the connection places; a templated table goes through an AssetAlias that the
+run resolves to one of those Assets.
 
 Example:
     >>> LakeformatCommitOperator(task_id="commit", table="s3://lake/wh/db.db/orders", files=staged)  # doctest: +SKIP
@@ -29,7 +30,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import AssetAlias
+from airflow.sdk import Asset, AssetAlias
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lakeformat.core.table_writes import (
@@ -39,6 +40,7 @@ from airflow_lakeformat.core.table_writes import (
     overwrite_filter,
     table_writes,
 )
+from airflow_lakeformat.hooks.assets import is_relative_name, table_asset_uri
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, table_asset
 from airflow_lakeformat.operators.base import LakeformatBaseOperator
 
@@ -103,11 +105,14 @@ def table_outlets(
     operator_kwargs: dict[str, Any], table: str, conn_id: str, emit_asset: bool
 ) -> AssetAlias | None:
     """Give an operator that commits to ``table`` its outlet (unless the DAG set ``outlets``): the table's
-    Asset when ``table`` is a literal URI, else an AssetAlias the run resolves (returned)."""
+    Asset when ``table`` and the connection id are literal (``table_asset_uri``: the root URI, or
+    ``lakeformat://<conn_id>/<name>`` for a name the connection places), else an AssetAlias the run resolves
+    (returned)."""
     if not emit_asset or "outlets" in operator_kwargs:
         return None
-    if "{{" not in table and ("://" in table or table.startswith("/")):
-        operator_kwargs["outlets"] = [table_asset(table)]
+    if "{{" not in table and "{{" not in conn_id:
+        # A literal URI is its root's Asset; a literal name the connection's ``lakeformat://`` Asset (no lookup).
+        operator_kwargs["outlets"] = [Asset(uri=table_asset_uri(table, conn_id))]
         return None
     # Which table a relative or templated name means is known only at run time.
     alias = AssetAlias(name=f"lakeformat:{conn_id}:{table}")
@@ -182,12 +187,17 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
             **fields,
         }
         if self.emit_asset:
-            emit_table_event(self, context, table_event_uri(table), document)
+            event_uri = table_event_uri(table, self.table, self.lakeformat_conn_id)
+            emit_table_event(self, context, event_uri, document, also=[table_event_uri(table)])
         return document
 
 
-def table_event_uri(table: LakeTable) -> str:
-    """The Asset URI of a table's events: its root URI, or ``iceberg://<catalog>/<namespace>/<table>``."""
+def table_event_uri(table: LakeTable, name: str | None = None, conn_id: str | None = None) -> str:
+    """The Asset URI of a table's events: ``lakeformat://<conn_id>/<name>`` when the operator named the table
+    relative to its connection (``name``, rendered), else its root URI, or for a catalog table named otherwise
+    ``iceberg://<catalog>/<namespace>/<table>``."""
+    if name is not None and conn_id is not None and is_relative_name(name):
+        return table_asset_uri(name, conn_id)
     identifier = table_writes(table).catalog_identifier()
     if identifier is not None:
         catalog, namespace, name = identifier
@@ -195,16 +205,21 @@ def table_event_uri(table: LakeTable) -> str:
     return table_asset(table.uri).uri
 
 
-def emit_table_event(operator: Any, context: Context, asset_uri: str, document: Mapping[str, Any]) -> None:
+def emit_table_event(
+    operator: Any,
+    context: Context,
+    asset_uri: str,
+    document: Mapping[str, Any],
+    also: Iterable[str] = (),
+) -> None:
     """The table's Asset event (extra: ``snapshotId``, ``commitKind``): through the operator's AssetAlias when
-    the table was named relative to the connection or templated, else on the matching outlet."""
-    from airflow.sdk import Asset
-
+    the table or the connection id was templated, else on the outlet whose URI is ``asset_uri`` or one of
+    ``also`` (the table's root URI: a DAG that set its own outlet named by the root keeps its extra)."""
     extra = {"snapshotId": document["snapshotId"], "commitKind": document.get("commitKind")}
     events = context["outlet_events"]
     if operator.asset_alias is not None:
         events[operator.asset_alias].add(Asset(uri=asset_uri), extra=extra)
         return
     for outlet in operator.outlets:
-        if getattr(outlet, "uri", None) == asset_uri:
+        if getattr(outlet, "uri", None) in (asset_uri, *also):
             events[outlet].extra = extra

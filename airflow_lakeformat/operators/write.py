@@ -112,6 +112,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         self.commit_user = commit_user
         self.emit_asset = emit_asset
         self._event_uri: str | None = None
+        self._root_event_uri = ""
 
     # -- identity ----------------------------------------------------------------------------------
 
@@ -134,11 +135,12 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         result = super().run(context, table_uri)
         done = result.get("snapshotId") is not None and not result.get("dryRun")
         if self.emit_asset and done and self._event_uri is not None:
-            emit_table_event(self, context, self._event_uri, result)
+            emit_table_event(self, context, self._event_uri, result, also=[self._root_event_uri])
         return result
 
     def check_table(self, table: LakeTable) -> None:
-        self._event_uri = table_event_uri(table)
+        self._event_uri = table_event_uri(table, self.table, self.lakeformat_conn_id)
+        self._root_event_uri = table_event_uri(table)
         table_writes(table).check_overwrite(self.overwrite)  # a malformed overwrite fails before any work
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:

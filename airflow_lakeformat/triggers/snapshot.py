@@ -29,6 +29,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
+from airflow_lakeformat.hooks.assets import table_asset_uri
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook, normalize_format
 from airflow_lakeformat.triggers.watch import (
     COMMIT_KINDS,
@@ -291,14 +292,14 @@ def watched_table_asset(
 
     Args:
         table: full URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's catalog.
-        lakeformat_conn_id: the connection; read when the DAG file is parsed unless ``asset_uri`` is given.
+        lakeformat_conn_id: the connection; read by the trigger when it runs, never when the DAG is parsed.
         table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected).
         branch: the branch to watch.
         ignore_commit_kinds: e.g. ``["COMPACT"]`` (also ignores Iceberg ``REPLACE``).
         min_new_records: records an event needs (summed over the commits since the previous event).
         poll_interval: seconds between looks at the table.
-        asset_uri: the Asset's URI (default: the table's root URI, ``iceberg://<catalog>/<ns>/<table>`` for a
-            catalog table, as the write and commit operators name it).
+        asset_uri: the Asset's URI (default: ``lakeformat://<conn_id>/<name>`` for a name the connection
+            places, the root URI for a full URI, as the write and commit operators name it).
         watcher_name: the watcher's unique name (default: from the Asset's URI and the branch).
 
     Returns:
@@ -309,7 +310,7 @@ def watched_table_asset(
     """
     from airflow.sdk import Asset, AssetWatcher
 
-    uri = asset_uri or LakeformatHook(lakeformat_conn_id).resolve(table, table_format).asset_uri
+    uri = asset_uri or table_asset_uri(table, lakeformat_conn_id)  # reads no connection
     trigger = LakeformatSnapshotEventTrigger(
         table=table,
         lakeformat_conn_id=lakeformat_conn_id,

@@ -62,8 +62,10 @@ def test_commit_staged_paths_then_entries_with_overwrite(warehouse: Path) -> Non
     latest = table.snapshot_manager.latest_snapshot()
     assert latest is not None
     assert sum(e.file.row_count for e in live_entries(table, latest)) == 5
-    # The table name was templated, so the Asset event came through the alias, resolved to the table's URI.
-    events = asset_events(f"file://{warehouse}/db.db/events")
+    # The table name was templated, so the Asset event came through the alias, resolved to the connection's
+    # Asset of the rendered name (issue 28), not to the root URI the name resolves to.
+    events = asset_events("lakeformat://lakeformat_default/db.events", run.run_id)
+    assert asset_events(f"file://{warehouse}/db.db/events") == []
     assert [e["extra"] for e in events] == [
         {"snapshotId": 1, "commitKind": "APPEND"},
         {"snapshotId": 2, "commitKind": "OVERWRITE"},
@@ -167,18 +169,19 @@ def test_commit_identity_is_stable_and_specific() -> None:
         parse_overwrite(",")  # a templated spec that rendered empty must not overwrite the whole table
 
 
-def asset_events(uri: str) -> list[dict[str, Any]]:
+def asset_events(uri: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    """The events of the Asset ``uri`` (of one DAG run's tasks when ``run_id`` is given: a table named
+    through the connection, ``lakeformat://lakeformat_default/db.events``, is one Asset for every test)."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
     with create_session() as session:
-        rows = session.scalars(
-            select(AssetEvent)
-            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-            .where(AssetModel.uri == uri)
-            .order_by(AssetEvent.id)
-        ).all()
+        query = select(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+        query = query.where(AssetModel.uri == uri)
+        if run_id is not None:
+            query = query.where(AssetEvent.source_run_id == run_id)
+        rows = session.scalars(query.order_by(AssetEvent.id)).all()
         return [{"extra": dict(row.extra), "source_dag_id": row.source_dag_id} for row in rows]
 
 

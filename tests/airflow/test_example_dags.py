@@ -144,7 +144,7 @@ def test_example_dag_files_parse_without_pyspark(tmp_path: Path) -> None:
         "print('PYSPARK', bad)\n"
     )
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path), "AIRFLOW__CORE__LOAD_EXAMPLES": "False"}
-    # The ingest and Asset DAGs read the connection's warehouse when parsed.
+    # A deployment's connection (the DAGs parse without one too: test_dags_parse_without_connection.py).
     env["AIRFLOW_CONN_LAKEFORMAT_DEFAULT"] = json.dumps({"conn_type": "lakeformat", "host": str(tmp_path)})
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
@@ -312,13 +312,17 @@ def test_ingest_creates_writes_emits_asset_and_schedules_downstream(
     examples: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri = _ingest_env(monkeypatch, tmp_path)
+    # One Asset for every test naming demo.events through lakeformat_default: count this test's events.
+    earlier = len(_asset_events("lakeformat://lakeformat_default/demo.events"))
     run_dag("lakeformat_ingest")
     run_dag("lakeformat_ingest")
     table = Table.open(uri)
     latest = table.snapshot_manager.latest_snapshot()
     assert latest is not None and latest.id == 2 and latest.total_record_count == 500
-    events = _asset_events("file://" + uri)
+    # The table's Asset is named through the connection (issue 28: the DAG parses without it), not by its root.
+    events = _asset_events("lakeformat://lakeformat_default/demo.events")[earlier:]
     assert sorted(e["snapshotId"] for e in events) == [1, 2]
+    assert _asset_events("file://" + uri) == []
     run_dag("lakeformat_downstream_asset")
 
 
@@ -527,6 +531,7 @@ def test_iceberg_ingest_appends_once_per_run_and_a_rerun_writes_nothing(
     assert snapshots[1].parent_snapshot_id == first["snapshotId"] and live_rows(table) == 100
     # No outlet: the watcher of lakeformat_iceberg_downstream_asset records the table's events, once each.
     assert _asset_events("file://" + root) == []
+    assert _asset_events("lakeformat://lakeformat_default/demo.events_iceberg") == []
 
 
 def test_iceberg_sensor_dag_defers_ignores_replace_and_resumes_on_an_append(
@@ -592,7 +597,9 @@ def test_iceberg_downstream_asset_dag_is_scheduled_on_the_tables_watched_asset(
     module = load_example_module("lakeformat_iceberg_downstream_asset")
     condition = module.dag.timetable.asset_condition
     assert [a.uri for a in getattr(condition, "objects", [condition])] == [module.COMMITS.uri]
-    assert module.COMMITS.uri == "file://" + root, "the same Asset URI the write operator would name"
+    # The same Asset URI the write operator would name, without reading the connection (issue 28).
+    assert module.COMMITS.uri == "lakeformat://lakeformat_default/demo.events_iceberg"
+    assert root.endswith("/demo.db/events_iceberg")
     [watcher] = module.COMMITS.watchers
     assert isinstance(watcher.trigger, LakeformatSnapshotEventTrigger)
     classpath, kwargs = watcher.trigger.serialize()

@@ -297,7 +297,10 @@ def test_write_appends_once_with_the_connections_commit_user(
     # The table's Asset got an event (through the alias: the name was templated).
     from tests.airflow.test_commit_operator import asset_events
 
-    assert [e["extra"]["snapshotId"] for e in asset_events(f"file://{root}")] == [snapshot.snapshot_id]
+    # The connection's Asset of the rendered name (issue 28), not the root it resolves to.
+    events = asset_events("lakeformat://lakeformat_default/db.events", run.run_id)
+    assert [e["extra"]["snapshotId"] for e in events] == [snapshot.snapshot_id]
+    assert asset_events(f"file://{root}") == []
 
     module.FAILURES.clear()
     # an overwrite of the whole table ('*'): one overwrite snapshot replaces the append's file (issue 26 point 8)
@@ -337,7 +340,9 @@ def test_commit_registers_staged_parquet_files_in_a_catalog_table(
     assert result["snapshotId"] == head(table) and live_rows(table) == 5
     from tests.airflow.test_commit_operator import asset_events
 
-    events = asset_events("iceberg://default/db/events")
+    events = asset_events(
+        "lakeformat://lakeformat_default/db.events", run.run_id
+    )  # not iceberg://default/...
     assert [e["extra"] for e in events] == [{"snapshotId": result["snapshotId"], "commitKind": "APPEND"}]
 
 

@@ -154,10 +154,11 @@ def test_watched_asset_serializes_with_its_event_trigger_and_no_secret(
 
     catalog_connection(monkeypatch, tmp_path, iceberg_catalog_token="watch-token-789")
     asset = watched_table_asset("db.events", ignore_commit_kinds=["compact"], poll_interval=5)
-    assert asset.uri == "iceberg://default/db/events"
+    # Named through the connection without reading it (issue 28), as the write and commit operators name it.
+    assert asset.uri == "lakeformat://lakeformat_default/db.events"
     [watcher] = asset.watchers
     assert isinstance(watcher.trigger, BaseEventTrigger)
-    assert watcher.name == "lakeformat-commits:iceberg://default/db/events"
+    assert watcher.name == "lakeformat-commits:lakeformat://lakeformat_default/db.events"
     classpath, kwargs = watcher.trigger.serialize()
     assert classpath == "airflow_lakeformat.triggers.snapshot.LakeformatSnapshotEventTrigger"
     assert kwargs == {
