@@ -292,6 +292,8 @@ def iceberg_ingest_and_downstream(stack: Stack, maintenance_appends: list[int]) 
     which runs the Asset-scheduled DAG; the deferred sensor completes on a second ingest's snapshot. Every
     event of the table's Asset comes from the watcher, one per data commit, never for the ``replace``."""
     table = f"{compose_connection(stack)['host']}/{ICEBERG_DEMO_TABLE}"
+    # The Asset is named through the connection, not by the table's root (issue 28: DAGs parse without it).
+    asset_uri = "lakeformat://lakeformat_default/demo.events_iceberg"
     rows = int(stack.env("airflow-scheduler").get("LAKEFORMAT_INGEST_ROWS", "1000"))
     keys, metadata = iceberg_metadata(stack)
     versions = [k for k in keys if k.endswith(".metadata.json")]
@@ -315,7 +317,7 @@ def iceberg_ingest_and_downstream(stack: Stack, maintenance_appends: list[int]) 
     assert run["run_type"] == "asset_triggered", run
     path = f"dags/{ICEBERG_WATCHED}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents"
     consumed = stack.api("GET", path)["asset_events"]
-    assert {event["uri"] for event in consumed} == {table}
+    assert {event["uri"] for event in consumed} == {asset_uri}
     assert watcher_payload_ids(consumed) == xcom(stack, ICEBERG_WATCHED, run["dag_run_id"], "report")
 
     # The sensor waits in the triggerer for a snapshot above the one it saw first (the ingest's); a second
@@ -347,7 +349,7 @@ def iceberg_ingest_and_downstream(stack: Stack, maintenance_appends: list[int]) 
     # One producer, one event per commit: every event of the table's Asset is the watcher's, each ingest's
     # snapshot has exactly one, and the others are appends of the maintenance DAG (whichever the watcher saw
     # as the newest between two polls), never the manifest compaction's replace.
-    [asset] = [a for a in stack.api("GET", "assets")["assets"] if a["uri"] == table]
+    [asset] = [a for a in stack.api("GET", "assets")["assets"] if a["uri"] == asset_uri]
     events = stack.api("GET", f"assets/events?asset_id={asset['id']}&limit=100")["asset_events"]
     ids = watcher_payload_ids(events)
     assert (ids.count(first), ids.count(second)) == (1, 1), ids

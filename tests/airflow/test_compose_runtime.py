@@ -20,10 +20,12 @@ volumes are temporary directories. Nothing else is changed; in particular every 
 * a connection saved with the api-server's environment is encrypted with the shared Fernet key and reads back
   with the scheduler's; a container with another key could not read it;
 * every example DAG, parsed with the dag-processor's environment, resolves its table through the connection
-  to ``s3://warehouse/wh/demo.db/events`` (and stages under ``s3://warehouse/wh/_staging``);
+  to ``s3://warehouse/wh/demo.db/events``; its Assets are ``lakeformat://lakeformat_default/<table>``;
 * the Spark master and worker start and pass their healthchecks, and the worker registers with the master;
 * the stack starts in compose's order, every service passing its healthcheck (SeaweedFS, then warehouse-init,
-  then the api-server, then the scheduler, dag-processor and triggerer), and the example DAGs, driven through
+  then the api-server, then the scheduler, dag-processor and triggerer) WITHOUT the table connection, every
+  example DAG parses with no import error, the connection is then created through the REST API as a user
+  does, and the example DAGs, driven through
   the REST API, write the demo table on SeaweedFS: ingest (staging on S3), the Asset-scheduled downstream DAG,
   and the deferrable sensor completing in the triggerer after a second ingest; then the manual maintenance of
   that Paimon table and of the Iceberg example's table, each a dry run (nothing changed) then a real run
@@ -351,6 +353,8 @@ class Stack:
     # (service host name, container port) -> local port: the ports that would clash on one machine.
     ports: dict[tuple[str, int], int]
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    # Variables of the compose file the services do not get (a connection the user creates later).
+    withheld: set[str] = field(default_factory=set)
 
     def service(self, name: str) -> dict[str, Any]:
         return dict(self.config["services"][name])
@@ -381,7 +385,11 @@ class Stack:
         return path
 
     def env(self, service: str, database: str = DB_NAME, **overrides: str) -> dict[str, str]:
-        environment = dict(self.service(service).get("environment") or {})
+        environment = {
+            key: value
+            for key, value in (self.service(service).get("environment") or {}).items()
+            if key not in self.withheld
+        }
         url_text = environment.get("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN")
         if url_text:
             url = urlsplit(url_text)
@@ -670,6 +678,7 @@ def test_a_connection_saved_by_the_api_server_decrypts_in_the_scheduler(migrated
 RESOLVE_SCRIPT = r"""
 import json, sys
 from airflow.dag_processing.dagbag import DagBag
+from airflow_lakeformat.hooks.assets import split_asset_uri
 from airflow_lakeformat.hooks.lakeformat import LakeformatHook
 
 bag = DagBag(dag_folder=sys.argv[1])
@@ -687,18 +696,22 @@ def asset_uris(condition):  # an Asset, or AssetAll/AssetAny of them
         return [condition.uri]
     return [uri for part in getattr(condition, "objects", ()) for uri in asset_uris(part)]
 
+def asset_ref(task_id, uri):  # a lakeformat://<conn_id>/<table> Asset is placed as its tasks will place it
+    conn_id, name = split_asset_uri(uri)
+    return {"task": task_id, "kind": "asset", "asset": uri, "uri": LakeformatHook(conn_id).resolve(name).target}
+
 report = {"errors": {k: str(v)[-2000:] for k, v in bag.import_errors.items()}, "dags": {}}
 for dag_id, dag in sorted(bag.dags.items()):
     params, env = dag.params.dump(), dag.get_template_env()
     refs = []
     condition = getattr(dag.timetable, "asset_condition", None)
-    refs += [{"task": None, "kind": "asset", "uri": uri} for uri in asset_uris(condition)]
+    refs += [asset_ref(None, uri) for uri in asset_uris(condition)]
     for task in dag.tasks:
         named = []
         if hasattr(task, "lakeformat_conn_id") and hasattr(task, "table"):
             named += [("table", v, task.lakeformat_conn_id) for v in values(task.table)]
         for key, value in (getattr(task, "op_kwargs", None) or {}).items():
-            if key in ("table", "staging"):
+            if key in ("table", "staging") and value is not None:  # staging None: placed when the task runs
                 named.append((key, value, "lakeformat_default"))
         for kind, raw, conn_id in named:
             rendered = env.from_string(raw).render(params=params)
@@ -706,7 +719,7 @@ for dag_id, dag in sorted(bag.dags.items()):
             table_format = getattr(task, "table_format", None) if kind == "table" else None
             uri = LakeformatHook(conn_id).resolve(rendered, table_format).target
             refs.append({"task": task.task_id, "kind": kind, "value": raw, "uri": uri})
-        refs += [{"task": task.task_id, "kind": "asset", "uri": o.uri} for o in task.outlets if hasattr(o, "uri")]
+        refs += [asset_ref(task.task_id, o.uri) for o in task.outlets if hasattr(o, "uri")]
     report["dags"][dag_id] = {"file": dag.fileloc, "refs": refs}
 print("RESOLVED " + json.dumps(report))
 """
@@ -753,11 +766,20 @@ def test_every_example_dag_resolves_its_table_to_the_s3_warehouse(stack: Stack) 
             expected = f"{warehouse}/_staging" if ref["kind"] == "staging" else tables.get(dag_id, table)
             assert ref["uri"] == expected, (dag_id, ref)
     kinds = {(dag_id, ref["kind"]) for dag_id, dag in report["dags"].items() for ref in dag["refs"]}
-    assert ("lakeformat_ingest", "staging") in kinds and ("lakeformat_downstream_asset", "asset") in kinds
+    assert ("lakeformat_ingest", "asset") in kinds and ("lakeformat_downstream_asset", "asset") in kinds
+    # Assets are named through the connection, not by the URI it gives (the DAGs parse without it).
+    assets = {
+        ref["asset"] for dag in report["dags"].values() for ref in dag["refs"] if ref["kind"] == "asset"
+    }
+    assert assets == {
+        "lakeformat://lakeformat_default/demo.events",
+        "lakeformat://lakeformat_default/demo.events_iceberg",
+    }
     assert ("lakeformat_iceberg_maintenance", "table") in kinds, "the Iceberg DAG's table was resolved"
-    # The Iceberg ingest stages under the warehouse and writes the table, with no outlet: the Asset the
-    # downstream DAG is scheduled on is the watched one, and the sensor opens the same table.
-    assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_INGEST} == {"table", "staging"}
+    # The Iceberg ingest writes the table, with no outlet (its staging directory is placed under the warehouse
+    # when stage_batch runs, checked by the stack test): the Asset the downstream DAG is scheduled on is the
+    # watched one, and the sensor opens the same table.
+    assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_INGEST} == {"table"}
     assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_WATCHED} == {"asset"}
     assert {kind for dag_id, kind in kinds if dag_id == ICEBERG_SENSOR} == {"table"}
 
@@ -820,7 +842,10 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
             stack.command("warehouse-init", init["command"]), env=stack.env("warehouse-init"), timeout=300
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        # Airflow, in compose's order: the api-server first, the others once it is healthy.
+        # Airflow, in compose's order: the api-server first, the others once it is healthy. As on a fresh
+        # deployment, the table connection does not exist yet: the user creates it once Airflow is up.
+        connection = json.loads(stack.env("airflow-scheduler")["AIRFLOW_CONN_LAKEFORMAT_DEFAULT"])
+        stack.withheld.add("AIRFLOW_CONN_LAKEFORMAT_DEFAULT")
         stack.start("airflow-api-server")
         stack.wait_healthy("airflow-api-server")
         for name in LONG_RUNNING_AIRFLOW[1:]:
@@ -829,7 +854,8 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         for name in LONG_RUNNING_AIRFLOW[1:]:
             stack.wait_healthy(name)
 
-        # The dag-processor parsed every example DAG, naming the table's Asset by its S3 URI.
+        # The dag-processor parsed every example DAG with no connection defined (issue 28: the Assets are
+        # lakeformat://<conn_id>/<table>, named without a lookup); the connection is created afterwards.
         dag_files = list((REPO / "dags").glob("*.py"))
         dags = wait_for(
             "the example DAGs to be parsed",
@@ -842,10 +868,21 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         assert paused.pop("lakeformat_maintenance") is True
         assert {ICEBERG_INGEST, ICEBERG_WATCHED, ICEBERG_SENSOR} <= set(paused), paused
         assert set(paused.values()) == {False}, paused
-        table = f"{compose_connection(stack)['host']}/{DEMO_TABLE}"
         # The Paimon table's (the ingest's outlet) and the Iceberg table's (the watched Asset).
-        iceberg_table = f"{compose_connection(stack)['host']}/{ICEBERG_DEMO_TABLE}"
-        assert {a["uri"] for a in stack.api("GET", "assets")["assets"]} == {table, iceberg_table}
+        assert {a["uri"] for a in stack.api("GET", "assets")["assets"]} == {
+            "lakeformat://lakeformat_default/demo.events",
+            "lakeformat://lakeformat_default/demo.events_iceberg",
+        }
+        assert stack.request("GET", "connections/lakeformat_default")[0] == 404
+        stack.api(
+            "POST",
+            "connections",
+            {
+                "connection_id": "lakeformat_default",
+                **{key: connection.get(key) for key in ("conn_type", "host", "login", "password")},
+                "extra": json.dumps(connection.get("extra") or {}),
+            },
+        )
 
         # Ingest: staged on S3, written to the table on S3, Asset event -> the downstream DAG runs.
         first = trigger(stack, "lakeformat_ingest")
@@ -891,6 +928,7 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         appended = manual_maintenance_of_both_formats(stack)
         iceberg_ingest_and_downstream(stack, appended)
     finally:
+        stack.withheld.clear()
         stack.stop_all()
     for name in ("seaweedfs", "airflow-api-server", "airflow-scheduler"):
         assert stack.healthcheck(name).returncode != 0, f"a stopped {name} fails its healthcheck"
