@@ -43,7 +43,6 @@ from airflow_lakeformat.core.table_writes import DYNAMIC_OVERWRITE
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from airflow_lakeformat.core.sources import WriteSchema
     from airflow_lakeformat.core.tables import IcebergLakeTable, PaimonTable
 
 
@@ -56,25 +55,12 @@ def write(args: argparse.Namespace, out: TextIO) -> None:
     """``write TABLE --from FILE [--overwrite SPEC] [--commit-user U] [--commit-identifier N]
     [--row-kind-column C]``."""
     from airflow_lakeformat.core.sources import read_source
+    from airflow_lakeformat.core.sources.schema import with_row_kind_column
 
     table = open_command_table(args)
-    schema = _with_row_kinds(table.write_schema(), getattr(args, "row_kind_column", None))
+    schema = with_row_kind_column(table.write_schema(), getattr(args, "row_kind_column", None))
     rows = read_source(args.source, schema, parse_storage_options(args.storage_option))
     _run(args, out, rows=rows, table=table)
-
-
-def _with_row_kinds(schema: WriteSchema, column: str | None) -> WriteSchema:
-    """The table's columns plus ``--row-kind-column`` as a string column when the table has no such column
-    (the writer reads the kinds from it and drops it, ``core/paimon/write/pk_writes.py``)."""
-    import pyarrow as pa
-
-    from airflow_lakeformat.core.sources import WriteSchema
-
-    if column is None or column in schema.names:
-        return schema
-    return WriteSchema(
-        schema.arrow.append(pa.field(column, pa.string())), {**schema.type_names, column: "STRING"}
-    )
 
 
 def _run(

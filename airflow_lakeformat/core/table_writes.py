@@ -403,6 +403,11 @@ class PaimonWrites:
             "durationSeconds": round(time.monotonic() - started, 3),
         }
 
+    def merges_rows_by_key(self) -> bool:
+        """Whether written rows are merged by primary key (a primary-key table): what an engine that only
+        appends files cannot write."""
+        return self.table.schema.is_primary_key_table
+
     def check_rows_table(self) -> None:
         """What a write of rows refuses of the table itself (a primary-key table the writer cannot serve:
         ``pk_writes.pk_write_table``); nothing is read or written."""

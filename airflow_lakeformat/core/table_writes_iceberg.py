@@ -174,6 +174,10 @@ class IcebergWrites:
             )
         return snapshot
 
+    def merges_rows_by_key(self) -> bool:
+        """Iceberg writes append or overwrite rows; none is merged by key."""
+        return False
+
     def catalog_identifier(self) -> tuple[str, list[str], str] | None:
         """(catalog, namespace, name) of a table opened from a catalog; None for one opened by its root."""
         from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import (

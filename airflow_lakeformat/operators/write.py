@@ -70,6 +70,8 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
     :param overwrite: ``"*"`` (the whole table) or a partition (``"dt=2024-01-01"`` or a dict): its live
         files are replaced by the new ones. Templated.
     :param commit_user: the commit user (default: the connection's prefix, DAG id and task id). Templated.
+    :param row_kind_column: Paimon primary-key tables: the source column holding each row's kind (``+I``,
+        ``-U``, ``+U``, ``-D``; default: the table's ``rowkind.field``, else every row is ``+I``). Templated.
     :param execution: ``"local"`` (default) or ``"spark"`` (the ``write`` job, Paimon tables only); ``"auto"``
         picks Spark by the table's size like the maintenance operators. Templated.
     :param dry_run: read and check the source, write nothing. Templated.
@@ -86,6 +88,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         "source_format",
         "overwrite",
         "commit_user",
+        "row_kind_column",
     )
     operation = "write"
     spark_job = "write"
@@ -98,6 +101,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         source_format: str | None = None,
         overwrite: Mapping[str, Any] | str | None = None,
         commit_user: str | None = None,
+        row_kind_column: str | None = None,
         lakeformat_conn_id: str = DEFAULT_CONN_ID,
         emit_asset: bool = True,
         **kwargs: Any,
@@ -110,6 +114,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         self.source_format = source_format
         self.overwrite = overwrite
         self.commit_user = commit_user
+        self.row_kind_column = row_kind_column
         self.emit_asset = emit_asset
         self._event_uri: str | None = None
         self._root_event_uri = ""
@@ -141,7 +146,14 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
     def check_table(self, table: LakeTable) -> None:
         self._event_uri = table_event_uri(table, self.table, self.lakeformat_conn_id)
         self._root_event_uri = table_event_uri(table)
-        table_writes(table).check_overwrite(self.overwrite)  # a malformed overwrite fails before any work
+        writes = table_writes(table)
+        writes.check_overwrite(self.overwrite)  # a malformed overwrite fails before any work
+        if self.row_kind_column and not writes.merges_rows_by_key():
+            from airflow_lakeformat.core.errors import UsageError
+
+            raise UsageError(
+                f"{table.uri}: row_kind_column is for rows written into a Paimon primary-key table"
+            )
 
     def run_local(self, context: Context, table: LakeTable) -> dict[str, Any]:
         user, identifier = self._identity(context)
@@ -158,6 +170,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
             commit_identifier=identifier,
             overwrite=self.overwrite,
             dry_run=self.is_dry_run,
+            **({"row_kind_column": self.row_kind_column} if self.row_kind_column else {}),
         )
         discarded = fields.pop("discarded", None)
         if fields.get("alreadyCommitted"):
@@ -177,8 +190,9 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
 
         from airflow_lakeformat.core.errors import RegisterError
         from airflow_lakeformat.core.sources import read_source
+        from airflow_lakeformat.core.sources.schema import with_row_kind_column
 
-        schema = table.write_schema()
+        schema = with_row_kind_column(table.write_schema(), self.row_kind_column)
         options = self.hook.storage_options(self.source)
         fs, path = fsspec.core.url_to_fs(self.source, **options)
         if not fs.isdir(path):
@@ -192,6 +206,17 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
         prefix = "" if protocol in ("file", "local") else f"{protocol}://"
         return pa.concat_tables([read_source(prefix + f, schema, options) for f in files])
+
+    def spark_refusal(self, table: LakeTable) -> str | None:
+        """The ``write`` job writes append tables: a primary-key table's upserts run in the worker (``auto``
+        picks it there; ``execution="spark"`` is refused before anything is read)."""
+        refusal = super().spark_refusal(table)
+        if refusal is None and table_writes(table).merges_rows_by_key():
+            return (
+                "the Spark job write writes append tables only; a primary-key table's upserts run in the worker "
+                "(execution='local' or 'auto')"
+            )
+        return refusal
 
     def spark_job_args(self, context: Context, table: LakeTable) -> list[str]:
         user, identifier = self._identity(context)

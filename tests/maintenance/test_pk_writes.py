@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -504,3 +504,37 @@ def test_vectorized_buckets_equal_the_row_by_row_hash(combo: list[str]) -> None:
         assert row_buckets(data, list(columns), types, buckets) == [
             default_bucket(e, buckets) for e in encoded
         ]
+
+
+def test_the_write_operator_keeps_primary_key_tables_in_the_worker_with_their_row_kinds(
+    tmp_path: Path,
+) -> None:
+    """The Spark ``write`` job writes append tables only: ``auto`` runs a primary-key table's upserts in the
+    worker, ``spark`` is refused before anything is read, and ``row_kind_column`` reaches the writer."""
+    from types import SimpleNamespace
+
+    from airflow_lakeformat.operators.write import LakeformatWriteOperator
+
+    table = make_pk(tmp_path / "t", {})
+    write_primary_key_rows(table, pa.Table.from_pylist([{"p": "a", "k": 1, "v": "x", "op": None}]))
+    lake = open_table(table.root)
+    source = tmp_path / "cdc.parquet"
+    pq.write_table(pa.Table.from_pylist([{"p": "a", "k": 1, "v": None, "kind": "-D"}]), source)
+    auto = LakeformatWriteOperator(
+        task_id="w",
+        table="x",
+        source=str(source),
+        execution="auto",
+        spark_min_files=0,
+        row_kind_column="kind",
+        commit_user="cdc",
+    )
+    assert auto.choose_execution(lake) == "local", "no Spark job writes a primary-key table"
+    spark = LakeformatWriteOperator(task_id="s", table="x", source=str(source), execution="spark")
+    with pytest.raises(UnsupportedFormatError, match="upserts run in the worker"):
+        spark.choose_execution(lake)
+    auto.check_table(lake)
+    auto.hook = cast(Any, SimpleNamespace(storage_options=lambda _uri: {}))  # the source is a local file
+    context = cast(Any, {"ti": SimpleNamespace(dag_id="d", task_id="w", map_index=-1), "run_id": "r"})
+    result = auto.run_local(context, lake)
+    assert result["rowsWritten"] == 1 and merged_rows(table) == {}, "the -D from the kind column deleted k=1"

@@ -48,3 +48,19 @@ def check_columns(names: list[str], schema: WriteSchema, source: str) -> None:
     for target in schema.arrow:
         if target.name not in names and not target.nullable:
             raise RegisterError(source, f"NOT NULL column {target.name!r} is missing")
+
+
+def with_row_kind_column(schema: WriteSchema, column: str | None) -> WriteSchema:
+    """The table's columns plus a primary-key write's row-kind column (``+I``, ``-U``, ``+U``, ``-D``) as a
+    string column, when the table has no column of that name (the writer reads the kinds from it and drops
+    it, ``core/paimon/write/pk_writes.py``).
+
+    Example:
+        >>> with_row_kind_column(WriteSchema(pa.schema([("k", pa.int64())])), "op").names
+        ['k', 'op']
+    """
+    if column is None or column in schema.names:
+        return schema
+    return WriteSchema(
+        schema.arrow.append(pa.field(column, pa.string())), {**schema.type_names, column: "STRING"}
+    )
