@@ -23,8 +23,8 @@ from tests.stateful.test_stateful_tables import machine_settings
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 CI_SEED = 20261128
-CI_EXAMPLES = 2
-CI_STEPS = 10
+CI_EXAMPLES = 3
+CI_STEPS = 15
 
 
 def test_pk_machine(request: pytest.FixtureRequest) -> None:
