@@ -415,6 +415,37 @@ def test_upgrade_becomes_rewrite_at_the_max_level_when_the_file_may_hold_deletes
     ]
 
 
+def test_a_file_whose_zero_delete_count_hides_deletes_is_rewritten_below_the_max_level_too() -> None:
+    """pypaimon 2.1 counts 0 deletes in files holding -D rows: moved up as it is, that 0 would let a reader read
+    the level without merging and return the -D rows as rows; rewritten, the deletes are kept and counted."""
+    o = CompactionOptions(target_file_size=100)
+    lying = meta(80, 0, 0, 9, deletes=0, name="lying")
+    honest = meta(80, 0, 10, 19, deletes=0, name="honest")
+    settled = meta(90, 3, 20, 29, name="settled")
+    unit = create_unit(
+        [LevelSortedRun(0, SortedRun((f,))) for f in (lying, honest)]
+        + [LevelSortedRun(3, SortedRun((settled,)))],
+        5,
+        2,
+    )
+    assert unit.output_level == 2
+    asked: list[str] = []
+
+    def miscounts(f: DataFileMeta) -> bool:
+        asked.append(f.file_name)
+        return f.file_name == "lying"
+
+    actions = unit_actions(unit, ORDER, max_level=5, drop_deletes=False, opts=o, miscounts_deletes=miscounts)
+    assert _describe(actions) == [("rewrite", ["lying"]), ("upgrade", ("honest", 2))]
+    assert not any(a.drop_delete for a in actions if isinstance(a, Rewrite)), "below the max level: kept"
+    assert sorted(asked) == ["honest", "lying"]
+    # without the check (Java's files: counts trusted), both move up as they are
+    assert _describe(unit_actions(unit, ORDER, max_level=5, drop_deletes=False, opts=o)) == [
+        ("upgrade", ("lying", 2)),
+        ("upgrade", ("honest", 2)),
+    ]
+
+
 def test_a_lone_small_file_is_upgraded_and_a_file_at_its_level_left_alone() -> None:
     o = CompactionOptions(target_file_size=100)
     small = meta(10, 0, 0, 9, name="s")

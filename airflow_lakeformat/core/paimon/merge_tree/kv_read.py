@@ -197,3 +197,21 @@ def retraction_check(
         return holds_retractions(table, entries[f.file_name], schema)
 
     return may_hold_deletes
+
+
+def miscounted_deletes_check(
+    table: Table, schema: TableSchema, entries: Mapping[str, ManifestEntry]
+) -> Callable[[DataFileMeta], bool]:
+    """``miscounts_deletes`` for ``universal.unit_actions``: a ``_DELETE_ROW_COUNT`` of 0 on a file that holds
+    -U/-D rows (what pypaimon 2.1 writes); null or positive counts are truthful enough (readers merge).
+
+    Args:
+        table: the table.
+        schema: the current schema.
+        entries: the bucket's live entries by file name.
+    """
+
+    def miscounts_deletes(f: DataFileMeta) -> bool:
+        return f.delete_row_count == 0 and holds_retractions(table, entries[f.file_name], schema)
+
+    return miscounts_deletes

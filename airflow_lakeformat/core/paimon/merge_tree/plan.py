@@ -35,7 +35,7 @@ from typing import Any
 from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.manifest import ManifestEntry
 from airflow_lakeformat.core.paimon.merge_tree import refusals
-from airflow_lakeformat.core.paimon.merge_tree.kv_read import retraction_check
+from airflow_lakeformat.core.paimon.merge_tree.kv_read import miscounted_deletes_check, retraction_check
 from airflow_lakeformat.core.paimon.merge_tree.levels import (
     KeyOrder,
     level_sorted_runs,
@@ -258,7 +258,13 @@ def _plan_bucket(
     drop = drop_delete(unit.output_level, non_empty_highest_level(files))
     check = retraction_check(table, table.schema, by_name)  # pypaimon records 0 deletes for -D files
     actions = unit_actions(
-        unit, order, max_level=max_level, drop_deletes=drop, opts=opts, may_hold_deletes=check
+        unit,
+        order,
+        max_level=max_level,
+        drop_deletes=drop,
+        opts=opts,
+        may_hold_deletes=check,
+        miscounts_deletes=miscounted_deletes_check(table, table.schema, by_name),
     )
     upgrades = tuple(by_name[a.file.file_name] for a in actions if isinstance(a, Upgrade))
     rewrites = tuple(

@@ -310,6 +310,7 @@ def unit_actions(
     drop_deletes: bool,
     opts: CompactionOptions,
     may_hold_deletes: Callable[[DataFileMeta], bool] = may_hold_deletes_by_metadata,
+    miscounts_deletes: Callable[[DataFileMeta], bool] | None = None,
 ) -> list[Action]:
     """``MergeTreeCompactTask#doCompact``: the unit as upgrades and rewrites, in key order.
 
@@ -324,13 +325,24 @@ def unit_actions(
         opts: the table's compaction options (small-file threshold, force-rewrite-all-files).
         may_hold_deletes: whether a file may hold -U/-D rows; asked only of files that would be upgraded
             to the max level. Pass ``kv_read.retraction_check(...)`` for tables pypaimon wrote.
+        miscounts_deletes: whether a file's ``deleteRowCount`` of 0 hides -U/-D rows (pypaimon 2.1 writes 0
+            for every file); asked of files that would be upgraded below the max level. Such a file is
+            rewritten instead (its deletes kept, now counted): moved up as it is, a reader that reads one
+            level without merging (Java's raw-convertible split) would return its retractions as rows.
+            Pass ``kv_read.miscounted_deletes_check(...)``; None: counts are trusted (Java's files).
     """
     out = unit.output_level
     actions: list[Action] = []
     pending: list[tuple[SortedRun, ...]] = []
 
     def upgrade(f: DataFileMeta) -> None:
-        if opts.force_rewrite_all_files or (out == max_level and may_hold_deletes(f)):
+        if (
+            opts.force_rewrite_all_files
+            or (out == max_level and may_hold_deletes(f))
+            or (
+                out != max_level and f.level != out and miscounts_deletes is not None and miscounts_deletes(f)
+            )
+        ):
             actions.append(Rewrite(((SortedRun((f,)),),), out, drop_deletes))
         elif f.level != out:
             actions.append(Upgrade(f, out))
