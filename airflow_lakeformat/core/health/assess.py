@@ -226,7 +226,7 @@ def _data_compaction(
         )
     out = [_merged(found, inputs)] if found else []
     many_deletes = [p for p in partitions if p.delete_files >= t.min_small_files and p not in heavy]
-    if many_deletes and inputs.format == "iceberg":
+    if many_deletes and inputs.delete_files_compactable:
         out.append(
             Recommendation(
                 "compact_deletes",
@@ -241,12 +241,10 @@ def _data_compaction(
 
 
 def _delete_arguments(inputs: HealthInputs) -> dict[str, object]:
-    """How ``compact_data`` applies the deletes: Iceberg rewrites every file with a delete and drops the
-    deletes left dangling (Java's ``delete-file-threshold``, ``remove-dangling-deletes``); Paimon's full
-    compaction drops DELETE records at the highest level."""
-    if inputs.format == "iceberg":
-        return {"options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}}
-    return {"mode": "full"} if inputs.primary_key else {}
+    """How ``compact_data`` applies the deletes, as the format's collector says (Iceberg rewrites every file
+    with a delete and drops the deletes left dangling; Paimon's full compaction drops DELETE records at the
+    highest level)."""
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in inputs.delete_arguments.items()}
 
 
 def _merged(found: list[Recommendation], inputs: HealthInputs) -> Recommendation:
@@ -259,8 +257,8 @@ def _merged(found: list[Recommendation], inputs: HealthInputs) -> Recommendation
                 options.update(value)
             else:
                 arguments[key] = value
-    if inputs.format == "iceberg" and any(f.content != "data" for f in inputs.files):
-        options.setdefault("remove-dangling-deletes", "true")
+    for key, value in inputs.compact_data_options.items():
+        options.setdefault(key, value)
     if options:
         arguments["options"] = options
     first = found[0]

@@ -88,6 +88,13 @@ class HealthInputs:
         metadata_bytes: bytes of the table's metadata files (None when not measured).
         orphan_files, orphan_bytes: what the orphan cleanup's dry run found (None: not asked, ``--orphans``).
         orphan_arguments: the facade arguments of that dry run (``older_than``), repeated in the recommendation.
+        delete_arguments: the ``compact_data`` arguments that apply and drop the table's deletes (the format's
+            own: Iceberg's ``delete-file-threshold`` and ``remove-dangling-deletes`` options, a Paimon
+            primary-key table's ``mode="full"``).
+        compact_data_options: options every ``compact_data`` recommendation carries (Iceberg with delete files:
+            ``remove-dangling-deletes``, so a compaction leaves no delete file behind).
+        delete_files_compactable: the format rewrites delete files on their own (``compact_deletes``: Iceberg's
+            ``rewrite_position_delete_files``).
     """
 
     format: TableFormat
@@ -111,6 +118,9 @@ class HealthInputs:
     orphan_files: int | None = None
     orphan_bytes: int | None = None
     orphan_arguments: dict[str, Any] = field(default_factory=dict)
+    delete_arguments: dict[str, Any] = field(default_factory=dict)
+    compact_data_options: dict[str, str] = field(default_factory=dict)
+    delete_files_compactable: bool = False
 
 
 @dataclass(frozen=True)

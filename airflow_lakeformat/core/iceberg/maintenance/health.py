@@ -83,6 +83,11 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
         expiry_files=expiry_files,
         expiry_bytes=expiry_bytes,
         metadata_bytes=sum(manifests),
+        delete_arguments={"options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}},
+        compact_data_options=(
+            {"remove-dangling-deletes": "true"} if any(f.content != "data" for f in files) else {}
+        ),
+        delete_files_compactable=True,
     )
 
 

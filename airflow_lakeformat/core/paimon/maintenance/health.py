@@ -105,6 +105,7 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
         primary_key=bool(table.schema.primary_keys),
         expirable_partitions=_expirable_partitions(table) if latest is not None else None,
         metadata_bytes=_metadata_bytes(table),
+        delete_arguments={"mode": "full"} if table.schema.primary_keys else {},
     )
 
 
