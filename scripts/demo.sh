@@ -77,7 +77,7 @@ LAKEFORMAT_INGEST_EXECUTION=spark run_dag lakeformat_ingest
 echo "== Downstream: the deferrable sensor (asked for a snapshot after 3) and the Asset-scheduled DAG"
 run_dag lakeformat_downstream_sensor --conf '{"after_snapshot_id": 3}'
 run_dag lakeformat_downstream_asset
-python scripts/demo_report.py assets "$TABLE"
+python scripts/demo_report.py assets demo.events  # the Asset the DAGs name: lakeformat://lakeformat_default/demo.events
 
 echo "== A crashed writer's leftover: a data file no snapshot references, two days old"
 PARTITION="$(find "$TABLE" -maxdepth 1 -type d -name 'dt=*' | head -n 1)"

@@ -4,7 +4,7 @@
     demo_report.py compare TABLE BEFORE.json [CONN_ID]  print before -> after for the same table
     demo_report.py root TABLE CONN_ID                   the table's root directory (its files' location)
     demo_report.py log LOGFILE                          the Lakeformat lines and the outcome of `airflow dags test`
-    demo_report.py assets TABLE                         the Asset events Airflow recorded for the table
+    demo_report.py assets NAME [CONN_ID]                the Asset events Airflow recorded for the table
 
 TABLE is a Paimon or an Iceberg table root; with CONN_ID (a ``lakeformat`` connection, e.g. one naming an
 Iceberg catalog) it is opened through the connection as the operators open it, so ``namespace.table`` of a
@@ -144,24 +144,26 @@ def print_log(path: str) -> None:
             print(f"   run finished: {state[1] if state else '?'}")
 
 
-def print_asset_events(uri: str) -> None:
+def print_asset_events(table: str, conn_id: str | None = None) -> None:
+    """The events of the table's Asset as the DAGs name it: ``lakeformat://<conn_id>/<db>.<table>`` for a name
+    the connection places (``demo.events``), the root URI for a path."""
     from airflow.models.asset import AssetEvent, AssetModel
     from airflow.utils.session import create_session
     from sqlalchemy import select
 
-    from airflow_lakeformat.hooks.lakeformat import table_asset
+    from airflow_lakeformat.hooks.assets import DEFAULT_CONN_ID, table_asset_uri
 
-    asset = table_asset(uri)
+    uri = table_asset_uri(table, conn_id or DEFAULT_CONN_ID)
     with create_session() as session:
         events = session.scalars(
             select(AssetEvent)
             .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
-            .where(AssetModel.uri == asset.uri)
+            .where(AssetModel.uri == uri)
             .order_by(AssetEvent.id)
         ).all()
         snapshots = [(e.extra or {}).get("snapshotId") for e in events]
         sources = sorted({f"{e.source_dag_id}.{e.source_task_id}" for e in events})
-    print(f"   Asset {asset.uri}: {len(snapshots)} events from {', '.join(sources)}, snapshots {snapshots}")
+    print(f"   Asset {uri}: {len(snapshots)} events from {', '.join(sources)}, snapshots {snapshots}")
 
 
 def main(argv: list[str]) -> int:
@@ -173,8 +175,8 @@ def main(argv: list[str]) -> int:
         print(open_lake_table(argv[1], argv[2]).native.root)
     elif len(argv) == 2 and argv[0] == "log":
         print_log(argv[1])
-    elif len(argv) == 2 and argv[0] == "assets":
-        print_asset_events(argv[1])
+    elif len(argv) in (2, 3) and argv[0] == "assets":
+        print_asset_events(*argv[1:])
     else:
         print(__doc__, file=sys.stderr)
         return 2

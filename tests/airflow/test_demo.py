@@ -60,7 +60,10 @@ def test_demo_runs_every_example_dag_and_shows_the_table_before_and_after(tmp_pa
         in out
     )
     assert f"snapshot 4 (APPEND) of {table}: 1000 new records since snapshot 3" in out
-    assert f"Asset file://{table}: 4 events from lakeformat_ingest.write_batch, snapshots [1, 2, 3, 4]" in out
+    assert (
+        "Asset lakeformat://lakeformat_default/demo.events: 4 events from lakeformat_ingest.write_batch, snapshots [1, 2, 3, 4]"
+        in out
+    )
     assert "would rewrite 4 files" in out and "rewrote 4 files in 1 group(s) into 1" in out
     assert "expired snapshots 1..4 (earliest now 5, latest " in out and "files deleted: 4 data-files (" in out
     assert "1 orphaned; files deleted: 1 data-file (" in out

@@ -175,7 +175,9 @@ def test_compact_data_refuses_a_primary_key_table_once_or_skips_it(warehouse: Pa
         "retries=2, yet no retry: it would fail the same"
     )
     message = str(module.FAILURES["lakeformat_test_compact_data"])
-    assert message.startswith(f"{root}: ") and "compaction of a table with changelog-producer=lookup" in message
+    assert (
+        message.startswith(f"{root}: ") and "compaction of a table with changelog-producer=lookup" in message
+    )
     skipped = module.compact_data_dag.test(run_conf={"table": "db.keyed", "skip_unsupported": True})
     assert task_states(skipped)["compact_data"] == ("skipped", 1)
     assert table.snapshot_manager.latest_snapshot_id() is None and lock_files(root) == []
