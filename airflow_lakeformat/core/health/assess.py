@@ -29,6 +29,11 @@ Paimon's ``mode="full"`` for DELETE records.
 Recommendations come in the order to run them: partitions first (fewer files to compact), then data and
 deletes, manifests, snapshot expiry (it deletes what the others replaced), orphan cleanup last.
 
+With a policy (``core/health/policy.py``, resolved for the table: :class:`AppliedPolicy`) the thresholds are
+the policy's, and a recommendation whose operation the policy does not allow is removed and listed in the
+document's ``policy.suppressed`` (``{"operation", "reason", "rule"}``: the finding's reason and the key
+path, or table property, that left the operation out). The score is the table's, whatever the policy allows.
+
 This module is neutral: it imports no format.
 """
 
@@ -40,12 +45,14 @@ from dataclasses import replace
 from typing import Any
 
 from airflow_lakeformat.core.health.model import (
+    ChartFacts,
     FileFacts,
     HealthInputs,
     PartitionHealth,
     Recommendation,
     TableHealth,
 )
+from airflow_lakeformat.core.health.policy import AppliedPolicy
 from airflow_lakeformat.core.health.score import health_score, ratio_load
 from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
 from airflow_lakeformat.core.maintenance.results import human_bytes
@@ -64,8 +71,16 @@ def sorted_runs(files: Iterable[FileFacts]) -> int:
     return level0 + len(higher)
 
 
-def assess(inputs: HealthInputs) -> TableHealth:
-    """The report: measures, per-partition figures, the score and the recommendations."""
+def assess(inputs: HealthInputs, policy: AppliedPolicy | None = None) -> TableHealth:
+    """The report: measures, per-partition figures, the score and the recommendations.
+
+    Args:
+        inputs: what the format's collector read.
+        policy: the policy resolved for the table (its thresholds replace ``inputs.thresholds``; the
+            operations it does not allow are suppressed), or None.
+    """
+    if policy is not None:
+        inputs = replace(inputs, thresholds=policy.thresholds)
     t = inputs.thresholds
     small_limit = int(inputs.target_file_size * t.small_file_ratio)
     data = [f for f in inputs.files if f.content == "data"]
@@ -82,19 +97,9 @@ def assess(inputs: HealthInputs) -> TableHealth:
     over_trigger = {key: n for key, n in runs.items() if n >= t.max_sorted_runs}
     partitions = _partitions(data, deletes, small_limit, runs)
     records = sum(f.records for f in data)
-    eq_records = sum(f.records for f in deletes if f.content == "equality-deletes")
-    pos_records = sum(f.records for f in deletes if f.content == "position-deletes")
-    kv_deletes = sum(f.delete_records for f in data)
     compactable_small = sum(len(files) for files in small_groups.values())
-    if inputs.primary_key:
-        delete_load = len(over_trigger) / len(runs) if runs else 0.0
-        position_load = ratio_load(kv_deletes, records, t.delete_ratio)
-    else:
-        delete_load = ratio_load(eq_records, records, t.delete_ratio)
-        position_load = ratio_load(pos_records + kv_deletes, records, t.delete_ratio)
-    score, penalties = health_score(
-        small=compactable_small / len(data) if data else 0.0, deletes=delete_load, positions=position_load
-    )
+    deletes_section = _delete_section(inputs, data, deletes, runs, over_trigger)
+    score, penalties = _score(inputs, deletes_section, len(data), compactable_small, records, len(runs))
     manifests_small = sum(1 for n in inputs.manifest_sizes if n < inputs.manifest_target_size)
     recommendations = [
         *_partition_expiry(inputs),
@@ -103,6 +108,7 @@ def assess(inputs: HealthInputs) -> TableHealth:
         *_snapshot_expiry(inputs),
         *_orphan_cleanup(inputs),
     ]
+    recommendations, policy_section = _apply_policy(recommendations, policy)
     return TableHealth(
         format=inputs.format,
         table=inputs.table,
@@ -120,17 +126,7 @@ def assess(inputs: HealthInputs) -> TableHealth:
             "averageFileSize": sum(f.size for f in data) // len(data) if data else 0,
             "partitions": len(partitions),
         },
-        deletes={
-            "deleteFiles": len(deletes),
-            "deleteBytes": sum(f.size for f in deletes),
-            "positionDeleteFiles": sum(1 for f in deletes if f.content == "position-deletes"),
-            "positionDeleteRecords": pos_records,
-            "equalityDeleteFiles": sum(1 for f in deletes if f.content == "equality-deletes"),
-            "equalityDeleteRecords": eq_records,
-            "deleteRecords": kv_deletes,
-            "maxSortedRuns": max(runs.values()) if runs else None,
-            "bucketsOverTrigger": len(over_trigger) if inputs.primary_key else None,
-        },
+        deletes=deletes_section,
         snapshots=_snapshots(inputs),
         manifests=_manifest_section(inputs, manifests_small),
         metadata_bytes=inputs.metadata_bytes,
@@ -141,7 +137,68 @@ def assess(inputs: HealthInputs) -> TableHealth:
         thresholds=t,
         partitions=partitions,
         recommendations=recommendations,
+        policy=policy_section,
+        charts=ChartFacts.of(inputs),
     )
+
+
+def _delete_section(
+    inputs: HealthInputs,
+    data: list[FileFacts],
+    deletes: list[FileFacts],
+    runs: dict[tuple[str, int | None], int],
+    over_trigger: dict[tuple[str, int | None], int],
+) -> dict[str, Any]:
+    """The document's ``deletes`` section."""
+    return {
+        "deleteFiles": len(deletes),
+        "deleteBytes": sum(f.size for f in deletes),
+        "positionDeleteFiles": sum(1 for f in deletes if f.content == "position-deletes"),
+        "positionDeleteRecords": sum(f.records for f in deletes if f.content == "position-deletes"),
+        "equalityDeleteFiles": sum(1 for f in deletes if f.content == "equality-deletes"),
+        "equalityDeleteRecords": sum(f.records for f in deletes if f.content == "equality-deletes"),
+        "deleteRecords": sum(f.delete_records for f in data),
+        "maxSortedRuns": max(runs.values()) if runs else None,
+        "bucketsOverTrigger": len(over_trigger) if inputs.primary_key else None,
+    }
+
+
+def _score(
+    inputs: HealthInputs,
+    d: dict[str, Any],
+    data_files: int,
+    compactable_small: int,
+    records: int,
+    buckets: int,
+) -> tuple[int, dict[str, float]]:
+    """The score and its penalties (``d``: the ``deletes`` section; ``buckets``: a primary-key table's)."""
+    ratio = inputs.thresholds.delete_ratio
+    if inputs.primary_key:
+        delete_load = d["bucketsOverTrigger"] / buckets if buckets else 0.0
+        position_load = ratio_load(d["deleteRecords"], records, ratio)
+    else:
+        delete_load = ratio_load(d["equalityDeleteRecords"], records, ratio)
+        position_load = ratio_load(d["positionDeleteRecords"] + d["deleteRecords"], records, ratio)
+    return health_score(
+        small=compactable_small / data_files if data_files else 0.0,
+        deletes=delete_load,
+        positions=position_load,
+    )
+
+
+def _apply_policy(
+    recommendations: list[Recommendation], policy: AppliedPolicy | None
+) -> tuple[list[Recommendation], dict[str, Any] | None]:
+    """The recommendations the policy allows, and the document's ``policy`` section (None: no policy)."""
+    if policy is None:
+        return recommendations, None
+    kept = [r for r in recommendations if policy.allows(r.operation)]
+    suppressed = [
+        {"operation": r.operation, "reason": r.reason, "rule": policy.rule}
+        for r in recommendations
+        if not policy.allows(r.operation)
+    ]
+    return kept, policy.to_json(suppressed)
 
 
 def _partitions(

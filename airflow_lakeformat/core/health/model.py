@@ -15,24 +15,45 @@ remove. ``core/health/assess.py`` turns it into a :class:`TableHealth`: per-part
      "deletes": {"deleteFiles", "deleteBytes", "positionDeleteFiles", "positionDeleteRecords",
                  "equalityDeleteFiles", "equalityDeleteRecords", "deleteRecords", "maxSortedRuns",
                  "bucketsOverTrigger"},
-     "snapshots": {"count", "oldestAgeMs", "retention": {...}, "expirable", "expiryFiles", "expiryBytes"},
+     "fileSizes": {"edges", "counts", "targetFileSize", "smallFileThreshold"},
+     "snapshots": {"count", "oldestAgeMs", "retention": {...}, "expirable", "expiryFiles", "expiryBytes",
+                   "times", "nowMs", "retentionMs", "minRetained"},
      "manifests": {"count", "bytes", "averageBytes", "small", "targetBytes"},
      "metadataBytes", "expirablePartitions", "orphans": {"files", "bytes"} | null, "thresholds": {...},
      "partitions": [{"partition", "dataFiles", "dataBytes", "records", "smallFiles", "averageFileSize",
                      "deleteFiles", "deleteRecords", "sortedRuns"}],
-     "recommendations": [{"operation", "reason", "metric", "value", "threshold", "expected", "arguments"}]}
+     "recommendations": [{"operation", "reason", "metric", "value", "threshold", "expected", "arguments"}],
+     "policy": {"source", "table", "levels", "thresholds", "operations", "suppressed": [{"operation",
+                "reason", "rule"}]} | null}
+
+(``policy``: the health policy applied, ``core/health/policy.py``; null without one.)
+
+The charts of the HTML report (``core/health/charts.py``) need two more things, :class:`ChartFacts`:
+
+- ``fileSizes``: a histogram of the live DATA files' sizes (from the manifests, as every measure).
+  Log-spaced buckets: ``edges`` are powers of 2 (of 4 when that makes more than 20 buckets) from the largest
+  one at or below the smallest file to the smallest one above both the largest file and the target size,
+  so the target always lies inside; ``counts[i]`` is the number of files with
+  ``edges[i] <= size < edges[i+1]`` (an empty file counts in the first bucket). No data file: both empty.
+- ``snapshots.times``: the commit times (ms, ascending) the collector read (``HealthInputs.snapshot_times_ms``,
+  possibly fewer than ``count`` or none), ``nowMs`` the time of the report, ``retentionMs`` the age past
+  which the table's retention expires a snapshot and ``minRetained`` the snapshots it always keeps (Iceberg
+  ``history.expire.max-snapshot-age-ms`` / ``min-snapshots-to-keep``, Paimon ``snapshot.time-retained`` /
+  ``snapshot.num-retained.min``; None when the retention names neither).
 
 This module is neutral: it imports no format.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from airflow_lakeformat.core.formats import TableFormat
 from airflow_lakeformat.core.health.thresholds import Thresholds
 from airflow_lakeformat.core.maintenance.results import human_bytes
+from airflow_lakeformat.core.units import parse_duration
 
 Operation = Literal[
     "compact_data",
@@ -95,6 +116,8 @@ class HealthInputs:
             ``remove-dangling-deletes``, so a compaction leaves no delete file behind).
         delete_files_compactable: the format rewrites delete files on their own (``compact_deletes``: Iceberg's
             ``rewrite_position_delete_files``).
+        snapshot_times_ms: commit times of the snapshots the collector read, ascending (the report's
+            snapshot chart; empty when not read).
     """
 
     format: TableFormat
@@ -121,6 +144,117 @@ class HealthInputs:
     delete_arguments: dict[str, Any] = field(default_factory=dict)
     compact_data_options: dict[str, str] = field(default_factory=dict)
     delete_files_compactable: bool = False
+    snapshot_times_ms: list[int] = field(default_factory=list)
+
+
+#: At most this many buckets with a step of 2; beyond, the step is 4.
+MAX_DOUBLING_BUCKETS = 20
+
+
+@dataclass(frozen=True)
+class FileSizeHistogram:
+    """Live data files by size, in log-spaced buckets (the module docstring gives the rule).
+
+    Example:
+        >>> h = FileSizeHistogram.of([1000, 1500, 3000], target_file_size=4096, small_file_threshold=3072)
+        >>> (h.edges, h.counts)
+        ([512, 1024, 2048, 4096, 8192], [1, 1, 1, 0])
+    """
+
+    edges: list[int]
+    counts: list[int]
+    target_file_size: int
+    small_file_threshold: int
+
+    @classmethod
+    def of(
+        cls, sizes: Sequence[int], *, target_file_size: int, small_file_threshold: int
+    ) -> FileSizeHistogram:
+        """The histogram of ``sizes`` (bytes) with the table's target and small-file threshold.
+
+        Args:
+            sizes: the live data files' sizes.
+            target_file_size: the table's target size (it lies inside the edges).
+            small_file_threshold: the size under which a file is small.
+        """
+        if not sizes:
+            return cls([], [], target_file_size, small_file_threshold)
+        low = _log2(min(sizes))
+        high = _log2(max(*sizes, target_file_size)) + 1
+        step = 1 if high - low <= MAX_DOUBLING_BUCKETS else 2
+        high = low + -(-(high - low) // step) * step
+        edges = [1 << e for e in range(low, high + 1, step)]
+        counts = [0] * (len(edges) - 1)
+        for size in sizes:
+            counts[max(0, _log2(size) - low) // step] += 1
+        return cls(edges, counts, target_file_size, small_file_threshold)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "edges": self.edges,
+            "counts": self.counts,
+            "targetFileSize": self.target_file_size,
+            "smallFileThreshold": self.small_file_threshold,
+        }
+
+
+def _log2(n: int) -> int:
+    """``floor(log2(n))`` exactly (0 for n <= 1)."""
+    return max(1, n).bit_length() - 1
+
+
+def retention_limits(retention: Mapping[str, Any]) -> tuple[int | None, int | None]:
+    """``(retentionMs, minRetained)`` from the retention settings as the formats name them (None: not named,
+    or not a duration/number)."""
+    age: int | None = None
+    raw_age = retention.get("history.expire.max-snapshot-age-ms", retention.get("snapshot.time-retained"))
+    try:
+        if raw_age is not None:
+            text = str(raw_age).strip()
+            age = int(text) if text.isdigit() else int(parse_duration(text).total_seconds() * 1000)
+    except ValueError:
+        age = None
+    raw_min = retention.get(
+        "history.expire.min-snapshots-to-keep", retention.get("snapshot.num-retained.min")
+    )
+    keep = int(raw_min) if raw_min is not None and str(raw_min).strip().isdigit() else None
+    return age, keep
+
+
+@dataclass(frozen=True)
+class ChartFacts:
+    """What the report's charts need beyond the measures: the file-size histogram and the snapshots' times."""
+
+    file_sizes: FileSizeHistogram
+    snapshot_times_ms: list[int]
+    now_ms: int | None
+    retention_ms: int | None
+    min_retained: int | None
+
+    @classmethod
+    def of(cls, inputs: HealthInputs) -> ChartFacts:
+        """The facts of ``inputs`` (the small-file threshold as ``assess`` computes it)."""
+        age, keep = retention_limits(inputs.retention)
+        return cls(
+            file_sizes=FileSizeHistogram.of(
+                [f.size for f in inputs.files if f.content == "data"],
+                target_file_size=inputs.target_file_size,
+                small_file_threshold=int(inputs.target_file_size * inputs.thresholds.small_file_ratio),
+            ),
+            snapshot_times_ms=sorted(inputs.snapshot_times_ms),
+            now_ms=inputs.now_ms,
+            retention_ms=age,
+            min_retained=keep,
+        )
+
+    def snapshot_json(self) -> dict[str, Any]:
+        """The keys added to the document's ``snapshots`` section."""
+        return {
+            "times": self.snapshot_times_ms,
+            "nowMs": self.now_ms,
+            "retentionMs": self.retention_ms,
+            "minRetained": self.min_retained,
+        }
 
 
 @dataclass(frozen=True)
@@ -194,6 +328,8 @@ class TableHealth:
         files, deletes, snapshots, manifests: the measures by section, camelCase keys.
         partitions: per-partition figures, by partition text.
         recommendations: the operations the table needs, in the order to run them.
+        charts: the file-size histogram and snapshot times of the report's charts (None: not computed;
+            the document then has an empty histogram and no times).
     """
 
     format: TableFormat
@@ -211,6 +347,8 @@ class TableHealth:
     thresholds: Thresholds
     partitions: list[PartitionHealth]
     recommendations: list[Recommendation]
+    charts: ChartFacts | None = None
+    policy: dict[str, Any] | None = None
 
     @property
     def operations(self) -> list[str]:
@@ -218,6 +356,18 @@ class TableHealth:
         return [r.operation for r in self.recommendations]
 
     def to_json(self) -> dict[str, Any]:
+        charts = self.charts
+        if charts is None:
+            charts = ChartFacts(
+                FileSizeHistogram.of(
+                    [],
+                    target_file_size=self.files.get("targetFileSize", 0),
+                    small_file_threshold=self.files.get("smallFileThreshold", 0),
+                ),
+                [],
+                None,
+                *retention_limits(self.snapshots.get("retention") or {}),
+            )
         return {
             "table": self.table,
             "format": self.format,
@@ -226,7 +376,8 @@ class TableHealth:
             "penalties": self.penalties,
             "files": self.files,
             "deletes": self.deletes,
-            "snapshots": self.snapshots,
+            "fileSizes": charts.file_sizes.to_json(),
+            "snapshots": {**self.snapshots, **charts.snapshot_json()},
             "manifests": self.manifests,
             "metadataBytes": self.metadata_bytes,
             "expirablePartitions": self.expirable_partitions,
@@ -234,6 +385,7 @@ class TableHealth:
             "thresholds": self.thresholds.to_json(),
             "partitions": [p.to_json() for p in self.partitions],
             "recommendations": [r.to_json() for r in self.recommendations],
+            "policy": self.policy,
         }
 
     def summary(self) -> str:
