@@ -239,6 +239,8 @@ def test_provider_info_is_valid_and_names_importable_code() -> None:
             "iceberg_commits",
             "lineage",
             "lineage_facets",
+            "health_facet",
+            "auto_maintenance",
         )
     }
     assert listed == present, "every operator module is registered with Airflow"
