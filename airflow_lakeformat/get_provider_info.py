@@ -163,6 +163,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lakeformat.operators.create_tag",
                     "airflow_lakeformat.operators.expire_partitions",
                     "airflow_lakeformat.operators.expire_snapshots",
+                    "airflow_lakeformat.operators.health",
                     "airflow_lakeformat.operators.remove_orphan_files",
                     "airflow_lakeformat.operators.validate",
                     "airflow_lakeformat.operators.write",
@@ -179,4 +180,11 @@ def get_provider_info() -> dict[str, Any]:
         "asset-uris": [_ASSET_URIS],
         "dataset-uris": [_ASSET_URIS],
         "connection-types": [_connection_type()],
+        # The "Table health" page of the Airflow UI (also the airflow.plugins entry point, see pyproject.toml).
+        "plugins": [
+            {
+                "name": "lakeformat_health",
+                "plugin-class": "airflow_lakeformat.plugins.health_ui.LakeformatHealthPlugin",
+            }
+        ],
     }
