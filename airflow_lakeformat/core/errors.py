@@ -112,6 +112,18 @@ class UsageError(LakeformatError, ValueError):
     needs a catalog): refused before anything was created or changed. Exit code 2, as a usage mistake."""
 
 
+class PolicyError(UsageError):
+    """A health policy (``core/health/policy.py``) is refused: unreadable, unparsable, or a key that is wrong.
+
+    The message names the policy's source and the key path (``/tables/db.events/thresholds/min-small-files``)."""
+
+    def __init__(self, source: str, message: str, path: str = "") -> None:
+        self.source = source
+        self.path = path
+        where = f"{path}: " if path else ""
+        super().__init__(f"health policy {source}: {where}{message}")
+
+
 class TagAlreadyExistsError(UsageError, FileExistsError):
     """A tag of that name exists (create with ``ignore_if_exists`` or ``replace`` to accept it); nothing
     was changed. A usage mistake (exit code 2), as Java's "Tag name already exists"."""

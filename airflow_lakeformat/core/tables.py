@@ -41,6 +41,7 @@ from airflow_lakeformat.core.table_maintenance import IcebergMaintenance, Manife
 
 if TYPE_CHECKING:
     from airflow_lakeformat.core.health.model import TableHealth
+    from airflow_lakeformat.core.health.policy import HealthPolicy
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
     from airflow_lakeformat.core.paimon.snapshot import Snapshot
     from airflow_lakeformat.core.paimon.table import Table
@@ -311,6 +312,7 @@ class PaimonTable:
         *,
         orphans: bool = False,
         orphan_older_than: timedelta | None = None,
+        policy: HealthPolicy | None = None,
     ) -> TableHealth:
         """What the table needs, from its metadata only: measures, a 0-100 score and recommendations
         (``core/health/``; Paimon's collector ``core/paimon/maintenance/health.py``).
@@ -319,12 +321,17 @@ class PaimonTable:
             progress: a progress reporter for the manifests read.
             orphans: also run the orphan cleanup's dry run (lists the table's location; slower).
             orphan_older_than: its age rule (default the format's: 1 day).
+            policy: a health policy (``core/health/policy.py``) applied as the table ``db.events`` of
+                ``/wh/db.db/events``: its thresholds, and the operations it allows (the others are listed
+                as suppressed in the document's ``policy``).
 
         Example:
             >>> open_table("/wh/db.db/events").health().operations
             ['compact_data', 'expire_snapshots']
+            >>> open_table("/wh/db.db/events").health(policy=HealthPolicy.load("p.yaml")).to_json()["policy"]
         """
         from airflow_lakeformat.core.health.assess import assess, with_orphans
+        from airflow_lakeformat.core.health.policy import TableKey, applied_policy
         from airflow_lakeformat.core.paimon.maintenance.health import collect_health
 
         inputs = collect_health(self.native, progress)
@@ -332,7 +339,8 @@ class PaimonTable:
             plan = self.maintenance.plan_remove_orphan_files(older_than=orphan_older_than, progress=progress)
             arguments = {} if orphan_older_than is None else {"older_than": orphan_older_than}
             inputs = with_orphans(inputs, plan.orphans, arguments)
-        return assess(inputs)
+        properties = {k: str(v) for k, v in self.native.schema.table_options.raw.items()}
+        return assess(inputs, applied_policy(policy, TableKey.parse(self.uri), inputs.thresholds, properties))
 
     def _snapshot(self, snapshot: int | None, ref: str | None) -> Snapshot | None:
         manager = self.native.snapshot_manager
@@ -503,6 +511,7 @@ class IcebergLakeTable:
         *,
         orphans: bool = False,
         orphan_older_than: timedelta | None = None,
+        policy: HealthPolicy | None = None,
     ) -> TableHealth:
         """What the table needs, from its metadata only: measures, a 0-100 score and recommendations
         (``core/health/``; Iceberg's collector ``core/iceberg/maintenance/health.py``).
@@ -511,12 +520,16 @@ class IcebergLakeTable:
             progress: a progress reporter for the manifests read.
             orphans: also run the orphan cleanup's dry run (lists the table's locations; slower).
             orphan_older_than: its age rule (default the format's: 3 days).
+            policy: a health policy (``core/health/policy.py``) applied as the table its catalog names
+                (``db.events``), or for a table opened by its root the root's last two parts
+                (``/wh/db/events`` -> ``db.events``).
 
         Example:
             >>> open_table("/wh/events").health().score
             100
         """
         from airflow_lakeformat.core.health.assess import assess, with_orphans
+        from airflow_lakeformat.core.health.policy import TableKey, applied_policy
         from airflow_lakeformat.core.iceberg.maintenance.health import collect_health
 
         inputs = collect_health(self.native, progress)
@@ -524,7 +537,10 @@ class IcebergLakeTable:
             plan = self.maintenance.plan_remove_orphan_files(older_than=orphan_older_than, progress=progress)
             arguments = {} if orphan_older_than is None else {"older_than": orphan_older_than}
             inputs = with_orphans(inputs, plan.orphans, arguments)
-        return assess(inputs)
+        named = self.writes().catalog_identifier()
+        key = TableKey(".".join(named[1]), named[2]) if named else TableKey.parse(self.native.uri)
+        properties = dict(self.native.metadata.properties)
+        return assess(inputs, applied_policy(policy, key, inputs.thresholds, properties))
 
     def __repr__(self) -> str:
         return f"IcebergLakeTable({self.uri!r})"
