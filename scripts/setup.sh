@@ -96,6 +96,24 @@ if [ "${LAKEFORMAT_SKIP_POSTGRES:-0}" != "1" ] && ! compgen -G "/usr/lib/postgre
   fi
 fi
 # ---- (end: docker-compose section) ----------------------------------------------------------------
+# ---- Headless Chromium for the UI page's browser check (tests/airflow/test_compose_runtime.py) ------------
+# Debian's chromium and chromium-driver (selenium drives /usr/bin/chromedriver; nothing is downloaded at run
+# time). Installed when missing and we may (root + apt-get), as PostgreSQL above; otherwise that check fails
+# and says why. LAKEFORMAT_SKIP_CHROMIUM=1 skips this step and the check.
+if [ "${LAKEFORMAT_SKIP_CHROMIUM:-0}" != "1" ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    t="$(now)"
+    export DEBIAN_FRONTEND=noninteractive
+    if apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1 \
+      || { apt-get update -q >/dev/null 2>&1 && apt-get install -y -q --no-install-recommends chromium chromium-driver >/dev/null 2>&1; }; then
+      log "installed Debian's chromium and chromium-driver packages ($(elapsed "$t") s)"
+    else
+      log "could not install Debian's chromium/chromium-driver: the UI check of tests/airflow/test_compose_runtime.py will fail (LAKEFORMAT_SKIP_CHROMIUM=1 skips it)"
+    fi
+  else
+    log "no /usr/bin/chromium + /usr/bin/chromedriver and not root with apt-get: the UI check of tests/airflow/test_compose_runtime.py will fail (LAKEFORMAT_SKIP_CHROMIUM=1 skips it)"
+  fi
+fi
 bash scripts/setup_iceberg_oracle.sh  # .venv-iceberg: the Java Iceberg oracle (LAKEFORMAT_SKIP_ICEBERG=1 skips it)
 
 log "done in $(elapsed "$T0") s"
