@@ -173,11 +173,8 @@ def file_size_chart(doc: Mapping[str, Any], *, standalone: bool = False) -> str:
     title = f"Data file sizes against the target ({total} file{'' if total == 1 else 's'})"
     if not total or len(edges) != len(counts) + 1:
         return _empty("file-sizes", title, "No data files", standalone)
-    subtitle = (
-        f"target {human_bytes(target)}; a file under {human_bytes(threshold)} is small; "
-        f"{sum(c for c, hi in zip(counts, edges[1:], strict=True) if hi <= threshold)} file(s) in buckets "
-        "wholly under it"
-    )
+    subtitle = f"target {human_bytes(target)}; a file under {human_bytes(threshold)} is small"
+    subtitle += f": {files['smallFiles']} of {total}" if "smallFiles" in files else ""
     height, plot_w = 300, WIDTH - LEFT - RIGHT
     y0, plot_h = height - BOTTOM, height - BOTTOM - TOP - 14
     ticks = _ticks(max(counts))
@@ -210,8 +207,10 @@ def file_size_chart(doc: Mapping[str, Any], *, standalone: bool = False) -> str:
             )
             anchor = "end" if i == len(edges) - 1 else "middle"
             body.append(_text(x, y0 + 16, human_bytes(edge), anchor=anchor, size=10, fill=COLORS["axis"]))
-    body.append(f'<line x1="{LEFT}" y1="{y0}" x2="{WIDTH - RIGHT}" y2="{y0}" stroke="{COLORS["axis"]}"/>')
-    body.append(_text(LEFT + plot_w / 2, y0 + 34, "file size (log scale)", anchor="middle", size=11))
+    body += [
+        f'<line x1="{LEFT}" y1="{y0}" x2="{WIDTH - RIGHT}" y2="{y0}" stroke="{COLORS["axis"]}"/>',
+        _text(LEFT + plot_w / 2, y0 + 34, "file size (log scale)", anchor="middle", size=11),
+    ]
     for cls, value, color, dash in (
         ("small-threshold", threshold, COLORS["threshold"], ' stroke-dasharray="5 4"'),
         ("target", target, COLORS["target"], ""),
@@ -222,13 +221,18 @@ def file_size_chart(doc: Mapping[str, Any], *, standalone: bool = False) -> str:
                 f'<line class="{cls}" data-bytes="{value}" x1="{_n(x)}" y1="{_n(y0 - plot_h - 6)}" x2="{_n(x)}"'
                 f' y2="{y0}" stroke="{color}" stroke-width="2"{dash}/>'
             )
-    legend_y = height - 8
-    body += _swatch(LEFT, legend_y, COLORS["small"], "small")
-    body += _swatch(LEFT + 60, legend_y, COLORS["mixed"], "straddles the threshold")
-    body += _swatch(LEFT + 210, legend_y, COLORS["ok"], "large enough")
-    body += _swatch(LEFT + 320, legend_y, COLORS["threshold"], "small-file threshold", dashed=True, line=True)
-    body += _swatch(LEFT + 470, legend_y, COLORS["target"], "target size", line=True)
+    body += _size_legend(height - 8)
     return _svg("file-sizes", height, title, subtitle, body, standalone)
+
+
+def _size_legend(y: float) -> list[str]:
+    return [
+        *_swatch(LEFT, y, COLORS["small"], "small"),
+        *_swatch(LEFT + 60, y, COLORS["mixed"], "straddles the threshold"),
+        *_swatch(LEFT + 210, y, COLORS["ok"], "large enough"),
+        *_swatch(LEFT + 320, y, COLORS["threshold"], "small-file threshold", dashed=True, line=True),
+        *_swatch(LEFT + 470, y, COLORS["target"], "target size", line=True),
+    ]
 
 
 def _partition_label(name: str, limit: int = 26) -> str:
@@ -271,6 +275,19 @@ def _partition_panels(doc: Mapping[str, Any], parts: Sequence[Mapping[str, Any]]
     return panels
 
 
+def rank_partitions(doc: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The document's partitions, worst first: by the sum of each measure over its threshold (small files,
+    delete records over rows, sorted runs), then by name. The partition chart and the report's table show
+    this order."""
+    parts = [p for p in doc.get("partitions") or [] if isinstance(p, Mapping)]
+    panels = _partition_panels(doc, parts)
+
+    def badness(p: Mapping[str, Any]) -> float:
+        return float(sum(panel["value"](p) / panel["threshold"] for panel in panels))
+
+    return sorted(parts, key=lambda p: (-badness(p), str(p.get("partition") or "")))
+
+
 def partition_chart(doc: Mapping[str, Any], *, limit: int = 20, standalone: bool = False) -> str:
     """Small files and delete load per partition, each against its threshold; the worst ``limit`` shown.
 
@@ -283,16 +300,12 @@ def partition_chart(doc: Mapping[str, Any], *, limit: int = 20, standalone: bool
         One ``<svg>`` element: per partition and measure a ``<rect class="pbar <measure> ok|warn"
         data-partition=... data-value=...>``, and a ``<line class="threshold">`` per measure.
     """
-    parts = [p for p in doc.get("partitions") or [] if isinstance(p, Mapping)]
+    parts = rank_partitions(doc)
     title = "Small files and delete load per partition"
     if not parts:
         return _empty("partitions", title, "No data files, so no partition", standalone)
     panels = _partition_panels(doc, parts)
-
-    def badness(p: Mapping[str, Any]) -> float:
-        return float(sum(panel["value"](p) / panel["threshold"] for panel in panels))
-
-    shown = sorted(parts, key=lambda p: (-badness(p), str(p.get("partition") or "")))[:limit]
+    shown = parts[:limit]
     unpartitioned = len(parts) == 1 and not parts[0].get("partition")
     subtitle = (
         "unpartitioned table"
