@@ -177,6 +177,15 @@ def add_read_commands(add: Adder) -> None:
         action="store_true",
         help="also list the table's location for orphan files (the remove-orphans dry run; default: off)",
     )
+    health.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a health policy (YAML or JSON): thresholds and the operations allowed, with defaults, "
+        "namespaces and tables (docs/health.md); recommendations it does not allow are listed as suppressed",
+    )
+    health.add_argument(
+        "--html", metavar="FILE", help="also write the report with its charts as one self-contained HTML file"
+    )
 
 
 SNAPSHOT_HELP = "a snapshot id (default: the latest snapshot)"
