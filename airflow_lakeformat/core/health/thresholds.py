@@ -25,8 +25,9 @@ recommends X" means "X would do something":
 
 Every threshold can be set per table by a table property (Iceberg) / option (Paimon) named
 ``lakeformat.health.<name>``, e.g. ``lakeformat.health.min-small-files=10``; a value that is not a number is
-refused with :class:`~airflow_lakeformat.core.errors.UsageError` naming the property. (A policy file with
-namespace inheritance is issue 28 point 3, not built here.)
+refused with :class:`~airflow_lakeformat.core.errors.UsageError` naming the property. A health policy
+(``core/health/policy.py``: defaults, namespaces, tables) overrides them in turn; the precedence, lowest first:
+these defaults, the format's settings, the table's properties, the policy's defaults, namespaces, table.
 
 This module is neutral: it imports no format.
 
