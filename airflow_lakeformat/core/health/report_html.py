@@ -73,12 +73,13 @@ th { background: #f7f8fa; font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.warn { color: #b5472b; font-weight: 600; }
 code { font: 12px Menlo, Consolas, monospace; background: #f3f5f8; padding: 1px 4px; border-radius: 3px;
-  word-break: break-all; }
+  overflow-wrap: anywhere; }
+td.metric code { white-space: nowrap; }
 .op { font-weight: 600; white-space: nowrap; }
 .healthy { background: #e9f6ee; border: 1px solid #b9e0c7; color: #1e6b40; padding: 10px 12px;
   border-radius: 6px; }
-.charts svg { display: block; max-width: 100%; height: auto; margin: 10px 0; border: 1px solid #eef0f3;
-  border-radius: 6px; }
+.charts svg { display: block; width: 100%; max-width: 980px; height: auto; margin: 12px 0;
+  border: 1px solid #eef0f3; border-radius: 6px; }
 footer { color: #6b7480; font-size: 12px; margin-top: 28px; }
 """
 
@@ -168,7 +169,8 @@ def _recommendations(doc: Mapping[str, Any]) -> str:
         args = f"<code>{_e(json.dumps(arguments, sort_keys=True))}</code>" if arguments else "\u2014"
         rows.append(
             f'<tr><td class="op">{_e(r.get("operation"))}</td><td>{_e(r.get("reason"))}</td>'
-            f"<td><code>{_e(r.get('metric'))}</code> = {_e(r.get('value'))} (threshold {_e(r.get('threshold'))})"
+            f'<td class="metric"><code>{_e(r.get("metric"))}</code><br>{_e(r.get("value"))} '
+            f"(threshold {_e(r.get('threshold'))})"
             f"</td><td>{_e(r.get('expected'))}</td><td>{args}</td></tr>"
         )
     head = "<tr><th>operation</th><th>reason</th><th>metric</th><th>expected</th><th>arguments</th></tr>"
@@ -297,21 +299,20 @@ def render_report(docs: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, titl
         >>> page = render_report(open_table("/wh/db.db/events").health().to_json())  # doctest: +SKIP
     """
     found = _documents(docs)
-    name = title or (
-        f"Table health: {found[0].get('table')}" if len(found) == 1 else f"Table health: {len(found)} tables"
-    )
+    heading = title or ("Table health" if len(found) == 1 else f"Table health: {len(found)} tables")
+    name = title or (f"Table health: {found[0].get('table')}" if len(found) == 1 else heading)
     times = [int(t) for d in found if (t := (d.get("snapshots") or {}).get("nowMs"))]
     when = (
         datetime.fromtimestamp(max(times) / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         if times
-        else None
+        else ""
     )
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(name)}</title><style>{CSS}</style></head><body><main>",
-        f'<header class="page"><h1>{_e(name)}</h1><p>Computed from the tables\' metadata only'
+        f'<header class="page"><h1>{_e(heading)}</h1><p>Computed from the table metadata only'
         + (f", {_e(when)}" if when else "")
         + ".</p></header>",
     ]
