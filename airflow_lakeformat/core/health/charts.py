@@ -490,9 +490,11 @@ def _retention_marks(
 
 def _snapshot_marks(times: list[int], expirable: int, now: int, x_of: Any, y_of: Any) -> list[str]:
     """The cumulative step line (to the report's time) and a dot per snapshot, the oldest ``expirable`` marked."""
-    points = []
+    steps: dict[str, tuple[int, int]] = {}  # x (rounded) -> (count before, count after): one riser per x
     for i, t in enumerate(times):
-        points += [f"{_n(x_of(t))},{_n(y_of(i))}", f"{_n(x_of(t))},{_n(y_of(i + 1))}"]
+        x = _n(x_of(t))
+        steps[x] = (steps[x][0] if x in steps else i, i + 1)
+    points = [f"{x},{_n(y_of(lo))} {x},{_n(y_of(hi))}" for x, (lo, hi) in steps.items()]
     points.append(f"{_n(x_of(now))},{_n(y_of(len(times)))}")
     out = [f'<polyline points="{" ".join(points)}" fill="none" stroke="{COLORS["ok"]}" stroke-width="1.5"/>']
     if len(times) > 400:
