@@ -18,8 +18,8 @@ e.g. compaction of a primary-key table with a changelog producer) is reported un
 ``operators/base.py``'s ``map_error``).
 
 What each returns is JSON: ``{"table", "score", "ran": [operations], "changes": {operation: {"summary": one line,
-"result": the operation's result JSON}}}``; :func:`summarize_runs` keys them by table and renders a table for the
-log.
+"result": the figures of the operation's result JSON}}}`` (:func:`result_figures`: lists become their
+lengths); :func:`summarize_runs` keys them by table and renders a table for the log.
 
 Example:
     >>> facade_arguments("remove_orphan_files", {"dry_run": False, "older_than": "86400000 ms"})
@@ -119,6 +119,27 @@ def facade_arguments(operation: str, arguments: Mapping[str, Any] | None) -> dic
     return result
 
 
+def result_figures(document: Mapping[str, Any]) -> dict[str, Any]:
+    """An operation's result JSON, kept small for XCom: its scalar fields, its small mappings of counts (files and
+    bytes by kind), and each list as its length (the expired snapshot ids become how many expired).
+
+    Example:
+        >>> result_figures({"operation": "expire-snapshots", "snapshotsExpired": [1, 2], "files": {"data-file": 2},
+        ...                 "groups": [{"paths": ["a"]}], "options": {"a": {"b": 1}}})
+        {'operation': 'expire-snapshots', 'snapshotsExpired': 2, 'files': {'data-file': 2}, 'groups': 1}
+    """
+    figures: dict[str, Any] = {}
+    for key, value in jsonable(document).items():
+        if isinstance(value, list):
+            figures[key] = len(value)
+        elif isinstance(value, dict):
+            if len(value) <= 12 and all(isinstance(v, (int, float, str, bool)) for v in value.values()):
+                figures[key] = value
+        else:
+            figures[key] = value
+    return figures
+
+
 def _with_commit_user(method: Any, arguments: dict[str, Any], commit_user: str) -> dict[str, Any]:
     """``arguments`` plus ``commit_user`` when the facade method takes one and health gave none."""
     if "commit_user" in arguments or "commit_user" not in inspect.signature(method).parameters:
@@ -160,7 +181,7 @@ def run_recommendations(
             changes[operation] = {"refused": str(exc)}
             continue
         document = result.to_json() if hasattr(result, "to_json") else dict(result or {})
-        changes[operation] = {"summary": summary(document), "result": jsonable(document)}
+        changes[operation] = {"summary": summary(document), "result": result_figures(document)}
         log.info("%s", changes[operation]["summary"])
         ran.append(operation)
     return ran, changes
