@@ -52,10 +52,20 @@ DOC_MD = f"""
    under the table's maintenance lock. **A healthy table runs nothing.**
 4. `summary`: per table its score, the operations that ran and what they changed (XCom, and a table in the log).
 
-**It deletes files** (snapshot expiry, orphan cleanup) when health recommends it. Health policy:
-`{POLICY_VARIABLE or "none (table properties and defaults)"}` (`LAKEFORMAT_HEALTH_POLICY_VARIABLE`, an Airflow
-Variable); orphan check: `{ORPHANS}` (`LAKEFORMAT_AUTO_MAINTENANCE_ORPHANS`). See `docs/airflow.md`,
-"Automatic maintenance".
+**It deletes files** (snapshot expiry, orphan cleanup) when health recommends it.
+
+**Connection**: the *Connection* param (default `{CONN_ID}`, from `LAKEFORMAT_CONN_ID`), type `lakeformat`: its
+host is the warehouse (`s3://warehouse/wh`); a `db.table` name and a namespace's `<namespace>.db` are under it,
+and `namespace.table` names a table of its Iceberg catalog when it has one.
+
+**Environment** (read when the file is parsed): `LAKEFORMAT_CONN_ID`, `LAKEFORMAT_AUTO_MAINTENANCE_TABLES`
+(the tables when the form gives none), `LAKEFORMAT_HEALTH_POLICY_VARIABLE` (an Airflow Variable holding a health
+policy; now `{POLICY_VARIABLE or "none: table properties and defaults"}`), `LAKEFORMAT_AUTO_MAINTENANCE_ORPHANS`
+(`true`: health also looks for orphan files; now `{ORPHANS}`).
+
+**Paused**: this DAG always starts paused, even where Airflow unpauses new DAGs: unpause it once its tables
+exist, with the toggle next to its name or `airflow dags unpause lakeformat_auto_maintenance`. See
+`docs/airflow.md`, "Automatic maintenance".
 """
 
 with DAG(
