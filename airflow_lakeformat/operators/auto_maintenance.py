@@ -37,7 +37,12 @@ from typing import Any
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_lakeformat.hooks.lakeformat import LakeformatHook
-from airflow_lakeformat.operators.base import DEFAULT_LOCK_LEASE, DEFAULT_LOCK_POLL_INTERVAL, map_error
+from airflow_lakeformat.operators.base import (
+    DEFAULT_LOCK_LEASE,
+    DEFAULT_LOCK_POLL_INTERVAL,
+    cause_adds_nothing,
+    map_error,
+)
 from airflow_lakeformat.operators.health import jsonable
 
 log = logging.getLogger(__name__)
@@ -102,6 +107,8 @@ def resolve_tables(conn_id: str, tables: Any = None, namespace: str | None = Non
     by_target: dict[str, str] = {}
     for name in names:
         by_target.setdefault(hook.resolve(name).target.rstrip("/"), name)
+    if not by_target:
+        log.warning("namespace %r holds no table: nothing to assess", space)
     return list(by_target.values())
 
 
@@ -245,6 +252,8 @@ def maintain_table(
         mapped = map_error(exc, table, conn_id)
         if mapped is None:
             raise
+        if cause_adds_nothing(exc):
+            raise mapped from None
         raise mapped from exc
     return {**outcome, "ran": ran, "changes": changes}
 
