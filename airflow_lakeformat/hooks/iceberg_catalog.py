@@ -15,6 +15,14 @@ A connection may carry, besides its storage settings, the catalog that Iceberg t
   ``iceberg_catalog_secret_properties`` (a JSON object merged over the properties, for anything else:
   ``glue.secret-access-key``, an SQL ``uri`` with a password, ``s3.secret-access-key``, ...).
 
+A connection of the official Iceberg provider (``apache-airflow-providers-apache-iceberg``, type ``iceberg``)
+names a catalog too, in that provider's own way, which :func:`official_catalog_settings` reads as its
+``IcebergHook.catalog`` (2.1) does: the extra is the catalog's properties, the host its ``uri``, ``type`` is
+``rest`` unless the extra says otherwise, and for a REST catalog login and password are the OAuth2 client
+credentials, ``credential = "<client id>:<client secret>"`` (pyiceberg's REST client trades them for a token at
+the catalog's ``v1/oauth/tokens`` unless an ``oauth2-server-uri`` property points elsewhere). The catalog's
+name is the connection id, as that hook's ``load_catalog(conn_id, ...)`` names it.
+
 Every secret value, and every property whose key says it is one (``secret``, ``token``, ``credential``,
 ``password``) or a URI's password, is handed to Airflow's secret masker by the hook, so it never shows in a
 task log; the properties are excluded from ``repr``, and triggers serialize only the connection id.
@@ -39,6 +47,7 @@ SECRET_PROPERTIES_EXTRA = "iceberg_catalog_secret_properties"
 CREDENTIAL_EXTRA = "iceberg_catalog_credential"
 TOKEN_EXTRA = "iceberg_catalog_token"
 SECRET_KEY_WORDS = ("secret", "token", "credential", "password")
+OFFICIAL_CONN_TYPE = "iceberg"  # apache-airflow-providers-apache-iceberg's IcebergHook.conn_type
 
 
 class CatalogSettingsError(ValueError):
@@ -155,3 +164,50 @@ def parse_catalog_settings(conn_id: str, get: Callable[[str], Any]) -> IcebergCa
         properties={**properties, **secret},
         secret_keys=frozenset(secret),
     )
+
+
+def official_catalog_settings(
+    conn_id: str, host: str | None, login: str | None, password: str | None, extra: Mapping[str, Any]
+) -> IcebergCatalogSettings:
+    """The catalog of a connection of the official Iceberg provider (type ``iceberg``), as its hook reads it.
+
+    The mapping of ``IcebergHook.catalog`` (apache-airflow-providers-apache-iceberg 2.1): properties are the
+    extra's, overridden by ``uri`` from the host (trailing ``/`` dropped); ``type`` defaults to ``rest``; a REST
+    catalog with both login and password gets ``credential = "login:password"`` (OAuth2 client credentials);
+    the catalog is named after the connection; only one of login and password sets no credential (that hook
+    warns; ours too, :class:`~airflow_lakeformat.hooks.lakeformat.LakeformatHook`). Reading the connection
+    needs no provider installed.
+
+    Args:
+        conn_id: the connection id (the catalog's name, and for messages).
+        host: the catalog URI, e.g. ``https://catalog.example.com/api/catalog``.
+        login: the OAuth2 client id.
+        password: the OAuth2 client secret.
+        extra: the connection's extra (any catalog property: ``warehouse``, ``s3.endpoint``, ``scope``, ...).
+
+    Returns:
+        The settings; ``credential`` and every secret-looking property are secrets.
+
+    Raises:
+        CatalogSettingsError: a REST catalog without a URI (host empty and no ``uri`` in the extra).
+
+    Example:
+        >>> settings = official_catalog_settings("ice", "http://127.0.0.1:8181/", "id", "s3cr3t", {"warehouse": "wh"})
+        >>> settings.name, settings.properties["uri"], settings.properties["credential"]
+        ('ice', 'http://127.0.0.1:8181', 'id:s3cr3t')
+    """
+    properties = {str(k): _property_value(v) for k, v in extra.items() if v is not None}
+    uri = (host or "").strip().rstrip("/")
+    if uri:
+        properties["uri"] = uri
+    properties.setdefault("type", "rest")
+    secret_keys: set[str] = set()
+    if properties["type"] == "rest":
+        if not properties.get("uri"):
+            raise CatalogSettingsError(
+                f"connection {conn_id!r} (type {OFFICIAL_CONN_TYPE}): set its host to the REST catalog's URI"
+            )
+        if login and password:
+            properties["credential"] = f"{login}:{password}"
+            secret_keys.add("credential")
+    return IcebergCatalogSettings(name=conn_id, properties=properties, secret_keys=frozenset(secret_keys))

@@ -13,6 +13,10 @@ catalog, unless the format asked for is Paimon (extra ``format``, or an operator
 is a table root of either format, told apart by its files (``core/formats.py``) unless a format is given.
 :meth:`LakeformatHook.open_lake_table` returns the core's format-neutral table (``core/tables.py``).
 
+A connection of the official Iceberg provider (type ``iceberg``) is a catalog by itself: give its id as
+``iceberg_conn_id`` (or as the connection id; the type is recognised) and ``namespace.table`` names its tables,
+the catalog built as that provider's ``IcebergHook`` builds it (``hooks/iceberg_catalog.py``).
+
 Spark jobs get the storage options through environment variables only (:meth:`LakeformatHook.spark_env`), so
 secrets never appear on a command line.
 
@@ -34,8 +38,10 @@ from airflow.sdk import Asset, BaseHook
 
 from airflow_lakeformat.hooks.assets import DEFAULT_CONN_ID, root_asset_uri
 from airflow_lakeformat.hooks.iceberg_catalog import (
+    OFFICIAL_CONN_TYPE,
     CatalogSettingsError,
     IcebergCatalogSettings,
+    official_catalog_settings,
     parse_catalog_settings,
 )
 
@@ -52,6 +58,32 @@ FORMATS = ("paimon", "iceberg")
 
 class LakeformatConnectionError(ValueError):
     """The connection's settings cannot be used (missing host, bad JSON, a table name it cannot place)."""
+
+
+class ConnectionChoiceError(LakeformatConnectionError):
+    """Both a ``lakeformat`` and an ``iceberg`` connection were given (or neither), or the wrong type."""
+
+
+def choose_conn_id(lakeformat_conn_id: str | None, iceberg_conn_id: str | None) -> str:
+    """The connection to read: ``iceberg_conn_id`` when given, else ``lakeformat_conn_id``.
+
+    Raises:
+        ConnectionChoiceError: both given (a ``lakeformat_conn_id`` other than the default), or neither.
+
+    Example:
+        >>> choose_conn_id("lakeformat_default", "iceberg_default")
+        'iceberg_default'
+    """
+    iceberg = (iceberg_conn_id or "").strip()
+    lakeformat = (lakeformat_conn_id or "").strip()
+    if iceberg and lakeformat and lakeformat != DEFAULT_CONN_ID:
+        raise ConnectionChoiceError(
+            f"give one connection: lakeformat_conn_id={lakeformat!r} (type {CONN_TYPE}) or "
+            f"iceberg_conn_id={iceberg!r} (type {OFFICIAL_CONN_TYPE}), not both"
+        )
+    if not iceberg and not lakeformat:
+        raise ConnectionChoiceError("give a connection: lakeformat_conn_id or iceberg_conn_id")
+    return iceberg or lakeformat
 
 
 def protocol_of(uri: str) -> str:
@@ -187,6 +219,17 @@ class LakeformatConnectionSettings:
             catalog=catalog,
         )
 
+    @classmethod
+    def from_official_iceberg(
+        cls, conn_id: str, host: str | None, login: str | None, password: str | None, extra: Mapping[str, Any]
+    ) -> LakeformatConnectionSettings:
+        """An ``iceberg`` connection: no warehouse or storage settings, its catalog (``namespace.table``)."""
+        try:
+            catalog = official_catalog_settings(conn_id, host, login, password, extra)
+        except CatalogSettingsError as exc:
+            raise LakeformatConnectionError(str(exc)) from None
+        return cls(conn_id=conn_id, catalog=catalog)
+
     # -- naming tables -----------------------------------------------------------------------------
 
     def table_uri(self, table: str | None) -> str:
@@ -291,12 +334,16 @@ class LakeformatConnectionSettings:
 class LakeformatHook(BaseHook):
     """Interact with Apache Paimon and Apache Iceberg tables through a ``lakeformat`` connection.
 
-    :param lakeformat_conn_id: the connection to use (type ``lakeformat``).
+    :param lakeformat_conn_id: the connection to use (type ``lakeformat``; one of type ``iceberg`` is read as
+        ``iceberg_conn_id`` is). Afterwards, the id of the connection read.
+    :param iceberg_conn_id: a connection of the official Iceberg provider (type ``iceberg``) as the catalog,
+        instead of a ``lakeformat`` connection (:func:`choose_conn_id`).
 
     Example:
         >>> hook = LakeformatHook("lakeformat_default")  # doctest: +SKIP
         >>> hook.open_lake_table("analytics.events").format  # a catalog table when a catalog is configured
         'iceberg'
+        >>> LakeformatHook(iceberg_conn_id="iceberg_default").open_lake_table("sales.orders")  # doctest: +SKIP
     """
 
     conn_name_attr = "lakeformat_conn_id"
@@ -308,36 +355,48 @@ class LakeformatHook(BaseHook):
         self,
         lakeformat_conn_id: str = DEFAULT_CONN_ID,
         *,
+        iceberg_conn_id: str | None = None,
         settings: LakeformatConnectionSettings | None = None,
     ) -> None:
         super().__init__()
-        self.lakeformat_conn_id = lakeformat_conn_id
+        self.lakeformat_conn_id = choose_conn_id(lakeformat_conn_id, iceberg_conn_id)
+        self.iceberg_conn_id = iceberg_conn_id or None
         self._settings = settings
 
     @classmethod
-    async def async_for_conn(cls, lakeformat_conn_id: str) -> LakeformatHook:
+    async def async_for_conn(
+        cls, lakeformat_conn_id: str = DEFAULT_CONN_ID, *, iceberg_conn_id: str | None = None
+    ) -> LakeformatHook:
         """Build the hook inside an event loop (a trigger): fetch the connection without blocking it."""
-        connection = await cls.aget_connection(lakeformat_conn_id)
-        extra = await connection.aextra_dejson()
-        settings = LakeformatConnectionSettings.from_connection(
-            lakeformat_conn_id, connection.host, connection.login, connection.password, extra
-        )
-        cls._mask_secrets(settings)
-        return cls(lakeformat_conn_id, settings=settings)
+        hook = cls(lakeformat_conn_id, iceberg_conn_id=iceberg_conn_id)
+        connection = await cls.aget_connection(hook.lakeformat_conn_id)
+        hook._settings = hook._read_settings(connection, await connection.aextra_dejson())
+        return hook
 
     @property
     def settings(self) -> LakeformatConnectionSettings:
         if self._settings is None:
             connection = self.get_connection(self.lakeformat_conn_id)
-            self._settings = LakeformatConnectionSettings.from_connection(
-                self.lakeformat_conn_id,
-                connection.host,
-                connection.login,
-                connection.password,
-                connection.extra_dejson,
-            )
-            self._mask_secrets(self._settings)
+            self._settings = self._read_settings(connection, connection.extra_dejson)
         return self._settings
+
+    def _read_settings(self, connection: Any, extra: Mapping[str, Any]) -> LakeformatConnectionSettings:
+        """The settings of ``connection`` by its type (``iceberg``: the official provider's), secrets masked."""
+        conn_id, kind = self.lakeformat_conn_id, connection.conn_type
+        parts = (connection.host, connection.login, connection.password, extra)
+        if kind == OFFICIAL_CONN_TYPE:
+            if bool(connection.login) != bool(connection.password):
+                self.log.warning("connection %r: OAuth2 needs client id and secret; no credential", conn_id)
+            settings = LakeformatConnectionSettings.from_official_iceberg(conn_id, *parts)
+        elif self.iceberg_conn_id is not None:
+            raise ConnectionChoiceError(
+                f"iceberg_conn_id={conn_id!r} is a connection of type {kind!r}, not {OFFICIAL_CONN_TYPE!r} "
+                f"(apache-airflow-providers-apache-iceberg); a {CONN_TYPE!r} connection is lakeformat_conn_id"
+            )
+        else:
+            settings = LakeformatConnectionSettings.from_connection(conn_id, *parts)
+        self._mask_secrets(settings)
+        return settings
 
     @staticmethod
     def _mask_secrets(settings: LakeformatConnectionSettings) -> None:

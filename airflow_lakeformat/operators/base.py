@@ -45,7 +45,12 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatConnectionError, LakeformatHook
+from airflow_lakeformat.hooks.lakeformat import (
+    DEFAULT_CONN_ID,
+    LakeformatConnectionError,
+    LakeformatHook,
+    choose_conn_id,
+)
 from airflow_lakeformat.operators.lineage import LakeformatLineageMixin
 from airflow_lakeformat.operators.spark_submit import (
     JobSubmission,
@@ -158,11 +163,13 @@ class LakeformatBaseOperator(LakeformatLineageMixin, BaseOperator):
     :param table: full table URI, ``db.table`` under the connection's warehouse, or ``namespace.table`` of
         the connection's Iceberg catalog. Templated.
     :param lakeformat_conn_id: the ``lakeformat`` connection. Templated.
+    :param iceberg_conn_id: instead, a connection of the official Iceberg provider (type ``iceberg``) as the
+        catalog of ``namespace.table`` (``hooks/lakeformat.py``); giving both is refused. Templated.
     :param table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's ``format`` extra, else detected
         from the table's files). Templated.
     """
 
-    template_fields: Sequence[str] = ("table", "lakeformat_conn_id", "table_format")
+    template_fields: Sequence[str] = ("table", "lakeformat_conn_id", "iceberg_conn_id", "table_format")
     ui_color = "#d6ecf3"
     operation: ClassVar[str] = "operation"  # the result's ``operation`` unless the result names its own
 
@@ -171,20 +178,28 @@ class LakeformatBaseOperator(LakeformatLineageMixin, BaseOperator):
         *,
         table: str,
         lakeformat_conn_id: str = DEFAULT_CONN_ID,
+        iceberg_conn_id: str | None = None,
         table_format: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        choose_conn_id(lakeformat_conn_id, iceberg_conn_id)  # both (or neither) fails the DAG's parse
         self.table = table
         self.lakeformat_conn_id = lakeformat_conn_id
+        self.iceberg_conn_id = iceberg_conn_id
         self.table_format = table_format
         # Read by the OpenLineage mixin (operators/lineage.py) after the task ran.
         self._lineage_table_uri = None
         self._lineage_result = None
 
+    @property
+    def conn_id_in_use(self) -> str:
+        """The connection that places the table: ``iceberg_conn_id`` when given, else ``lakeformat_conn_id``."""
+        return self.iceberg_conn_id or self.lakeformat_conn_id
+
     @cached_property
     def hook(self) -> LakeformatHook:
-        return LakeformatHook(self.lakeformat_conn_id)
+        return LakeformatHook(self.lakeformat_conn_id, iceberg_conn_id=self.iceberg_conn_id)
 
     def execute(self, context: Context) -> dict[str, Any]:
         table_uri = self.table
@@ -194,7 +209,7 @@ class LakeformatBaseOperator(LakeformatLineageMixin, BaseOperator):
         except AirflowException:
             raise
         except Exception as exc:
-            mapped = map_error(exc, table_uri, self.lakeformat_conn_id)
+            mapped = map_error(exc, table_uri, self.conn_id_in_use)
             if mapped is None:
                 raise
             if cause_adds_nothing(exc):

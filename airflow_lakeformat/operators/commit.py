@@ -153,7 +153,9 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
         emit_asset: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.asset_alias = table_outlets(kwargs, table, lakeformat_conn_id, emit_asset)
+        self.asset_alias = table_outlets(
+            kwargs, table, kwargs.get("iceberg_conn_id") or lakeformat_conn_id, emit_asset
+        )
         super().__init__(table=table, lakeformat_conn_id=lakeformat_conn_id, **kwargs)
         self.files = files
         self.overwrite = overwrite
@@ -187,7 +189,7 @@ class LakeformatCommitOperator(LakeformatBaseOperator):
             **fields,
         }
         if self.emit_asset:
-            event_uri = table_event_uri(table, self.table, self.lakeformat_conn_id)
+            event_uri = table_event_uri(table, self.table, self.conn_id_in_use)
             emit_table_event(self, context, event_uri, document, also=[table_event_uri(table)])
         return document
 

@@ -106,7 +106,9 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         emit_asset: bool = True,
         **kwargs: Any,
     ) -> None:
-        self.asset_alias = table_outlets(kwargs, table, lakeformat_conn_id, emit_asset)
+        self.asset_alias = table_outlets(
+            kwargs, table, kwargs.get("iceberg_conn_id") or lakeformat_conn_id, emit_asset
+        )
         kwargs.setdefault("execution", "local")
         kwargs.setdefault("maintenance_lock", False)
         super().__init__(table=table, lakeformat_conn_id=lakeformat_conn_id, **kwargs)
@@ -144,7 +146,7 @@ class LakeformatWriteOperator(LakeformatMaintenanceOperator):
         return result
 
     def check_table(self, table: LakeTable) -> None:
-        self._event_uri = table_event_uri(table, self.table, self.lakeformat_conn_id)
+        self._event_uri = table_event_uri(table, self.table, self.conn_id_in_use)
         self._root_event_uri = table_event_uri(table)
         writes = table_writes(table)
         writes.check_overwrite(self.overwrite)  # a malformed overwrite fails before any work

@@ -33,7 +33,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook
+from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook, choose_conn_id
 from airflow_lakeformat.operators.templated import optional_int
 
 if TYPE_CHECKING:
@@ -53,6 +53,8 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
     :param table: the table (full URI, ``db.table`` under the connection's warehouse, or ``namespace.table``
         of the connection's Iceberg catalog). Templated.
     :param lakeformat_conn_id: the ``lakeformat`` connection. Templated.
+    :param iceberg_conn_id: instead, a connection of the official Iceberg provider (type ``iceberg``) as the
+        catalog of ``namespace.table``; giving both is refused. Templated.
     :param table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected). Templated.
     :param branch: the branch to watch (default ``main``). Templated.
     :param after_snapshot_id: wait for a snapshot after this one; None continues after the snapshot the
@@ -69,6 +71,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
     template_fields: Sequence[str] = (
         "table",
         "lakeformat_conn_id",
+        "iceberg_conn_id",
         "after_snapshot_id",
         "table_format",
         "branch",
@@ -80,6 +83,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
         *,
         table: str,
         lakeformat_conn_id: str = DEFAULT_CONN_ID,
+        iceberg_conn_id: str | None = None,
         table_format: str | None = None,
         branch: str = "main",
         after_snapshot_id: int | str | None = None,
@@ -96,7 +100,9 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
             kwargs.setdefault("poke_interval", float(poll_interval))
         super().__init__(**kwargs)
         self.table = table
+        choose_conn_id(lakeformat_conn_id, iceberg_conn_id)  # both (or neither) fails the DAG's parse
         self.lakeformat_conn_id = lakeformat_conn_id
+        self.iceberg_conn_id = iceberg_conn_id
         self.table_format = table_format
         self.branch = branch
         self.after_snapshot_id = after_snapshot_id
@@ -110,7 +116,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
 
     @cached_property
     def hook(self) -> LakeformatHook:
-        return LakeformatHook(self.lakeformat_conn_id)
+        return LakeformatHook(self.lakeformat_conn_id, iceberg_conn_id=self.iceberg_conn_id)
 
     # -- the baseline ------------------------------------------------------------------------------
 
@@ -235,6 +241,7 @@ class LakeformatSnapshotSensor(BaseSensorOperator):
             trigger=LakeformatSnapshotTrigger(
                 table=self.table,
                 lakeformat_conn_id=self.lakeformat_conn_id,
+                iceberg_conn_id=self.iceberg_conn_id,
                 after_snapshot_id=baseline,
                 ignore_commit_kinds=self.ignore_commit_kinds,
                 min_new_records=self.min_new_records,

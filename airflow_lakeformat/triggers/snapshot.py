@@ -11,7 +11,9 @@
 
 Both work on Paimon and Iceberg tables alike (format detected, or ``table_format``), on any branch. Reads are
 blocking file IO, so they run in a thread (``asyncio.to_thread``); the connection is fetched by id inside the
-triggerer, so no storage or catalog secret is ever serialized with a trigger.
+triggerer, so no storage or catalog secret is ever serialized with a trigger. ``iceberg_conn_id`` (a connection
+of the official Iceberg provider as the catalog, ``hooks/lakeformat.py``) is serialized only when given, so
+triggers serialized before it existed load as they were.
 
 Example:
     >>> from airflow.sdk import DAG
@@ -30,7 +32,12 @@ from typing import Any
 from airflow.triggers.base import BaseEventTrigger, BaseTrigger, TriggerEvent
 
 from airflow_lakeformat.hooks.assets import table_asset_uri
-from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook, normalize_format
+from airflow_lakeformat.hooks.lakeformat import (
+    DEFAULT_CONN_ID,
+    LakeformatHook,
+    choose_conn_id,
+    normalize_format,
+)
 from airflow_lakeformat.triggers.watch import (
     COMMIT_KINDS,
     ICEBERG_OPERATIONS,
@@ -73,6 +80,7 @@ class _TableWait:
 
     table: str
     lakeformat_conn_id: str
+    iceberg_conn_id: str | None
     ignore_commit_kinds: list[str]
     min_new_records: int
     poll_interval: float
@@ -88,9 +96,11 @@ class _TableWait:
         poll_interval: float,
         table_format: str | None,
         branch: str,
+        iceberg_conn_id: str | None,
     ) -> None:
         self.table = table
         self.lakeformat_conn_id = lakeformat_conn_id
+        self.iceberg_conn_id = iceberg_conn_id or None
         self.ignore_commit_kinds = list(normalize_commit_kinds(ignore_commit_kinds))
         self.min_new_records = int(min_new_records)
         self.poll_interval = float(poll_interval)
@@ -98,9 +108,11 @@ class _TableWait:
         self.branch = branch or "main"
 
     def common_kwargs(self) -> dict[str, Any]:
+        given = {"iceberg_conn_id": self.iceberg_conn_id} if self.iceberg_conn_id else {}
         return {
             "table": self.table,
             "lakeformat_conn_id": self.lakeformat_conn_id,
+            **given,
             "ignore_commit_kinds": list(self.ignore_commit_kinds),
             "min_new_records": self.min_new_records,
             "poll_interval": self.poll_interval,
@@ -109,7 +121,9 @@ class _TableWait:
         }
 
     async def _open_table(self) -> Any:
-        hook = await LakeformatHook.async_for_conn(self.lakeformat_conn_id)
+        hook = await LakeformatHook.async_for_conn(
+            self.lakeformat_conn_id, iceberg_conn_id=self.iceberg_conn_id
+        )
         return await asyncio.to_thread(
             hook.open_lake_table, self.table, self.table_format, branch=self.branch
         )
@@ -123,6 +137,8 @@ class LakeformatSnapshotTrigger(_TableWait, BaseTrigger):
 
     :param table: full URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's catalog.
     :param after_snapshot_id: wait for a snapshot after this one (Iceberg: above it on the branch; 0: any).
+    :param iceberg_conn_id: a connection of the official Iceberg provider as the catalog, instead of
+        ``lakeformat_conn_id``.
     :param table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected).
     :param branch: the branch to watch (default ``main``).
     """
@@ -137,6 +153,7 @@ class LakeformatSnapshotTrigger(_TableWait, BaseTrigger):
         poll_interval: float = DEFAULT_POLL_INTERVAL,
         table_format: str | None = None,
         branch: str = "main",
+        iceberg_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self._set_wait(
@@ -147,6 +164,7 @@ class LakeformatSnapshotTrigger(_TableWait, BaseTrigger):
             poll_interval,
             table_format,
             branch,
+            iceberg_conn_id,
         )
         self.after_snapshot_id = int(after_snapshot_id)
 
@@ -209,6 +227,7 @@ class LakeformatSnapshotEventTrigger(_TableWait, BaseEventTrigger):
         table_format: str | None = None,
         branch: str = "main",
         after_snapshot_id: int | None = None,
+        iceberg_conn_id: str | None = None,
     ) -> None:
         super().__init__()
         self._set_wait(
@@ -219,6 +238,7 @@ class LakeformatSnapshotEventTrigger(_TableWait, BaseEventTrigger):
             poll_interval,
             table_format,
             branch,
+            iceberg_conn_id,
         )
         self.after_snapshot_id = None if after_snapshot_id is None else int(after_snapshot_id)
 
@@ -280,6 +300,7 @@ def watched_table_asset(
     table: str,
     *,
     lakeformat_conn_id: str = DEFAULT_CONN_ID,
+    iceberg_conn_id: str | None = None,
     table_format: str | None = None,
     branch: str = "main",
     ignore_commit_kinds: Sequence[str] = (),
@@ -293,6 +314,8 @@ def watched_table_asset(
     Args:
         table: full URI, ``db.table`` under the warehouse, or ``namespace.table`` of the connection's catalog.
         lakeformat_conn_id: the connection; read by the trigger when it runs, never when the DAG is parsed.
+        iceberg_conn_id: instead, a connection of the official Iceberg provider (type ``iceberg``), read the
+            same way; the Asset is ``lakeformat://<iceberg_conn_id>/<namespace>.<table>``.
         table_format: ``"paimon"``, ``"iceberg"`` or None (the connection's, else detected).
         branch: the branch to watch.
         ignore_commit_kinds: e.g. ``["COMPACT"]`` (also ignores Iceberg ``REPLACE``).
@@ -310,10 +333,12 @@ def watched_table_asset(
     """
     from airflow.sdk import Asset, AssetWatcher
 
-    uri = asset_uri or table_asset_uri(table, lakeformat_conn_id)  # reads no connection
+    conn_id = choose_conn_id(lakeformat_conn_id, iceberg_conn_id)
+    uri = asset_uri or table_asset_uri(table, conn_id)  # reads no connection
     trigger = LakeformatSnapshotEventTrigger(
         table=table,
         lakeformat_conn_id=lakeformat_conn_id,
+        iceberg_conn_id=iceberg_conn_id,
         ignore_commit_kinds=ignore_commit_kinds,
         min_new_records=min_new_records,
         poll_interval=poll_interval,
