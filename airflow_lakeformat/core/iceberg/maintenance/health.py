@@ -8,7 +8,8 @@ What is read (no data or delete file is opened):
   rows it deletes, deletion vectors included) and size;
 - the manifests of its manifest list (small: under ``commit.manifest.target-size-bytes``, 8 MiB; the default
   of ``max-small-manifests`` is ``commit.manifest.min-count-to-merge``, 100);
-- the snapshots of the table metadata (times), and the snapshot expiry plan, a dry run with the table's own
+- the snapshots of the table metadata (their commit times, ascending: the count, the oldest age and the
+  report's snapshot chart), and the snapshot expiry plan, a dry run with the table's own
   ``history.expire.max-snapshot-age-ms`` / ``history.expire.min-snapshots-to-keep`` and per-ref retention
   (``core/iceberg/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove.
 
@@ -61,6 +62,7 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
         for f in infos
     ]
     current = table.snapshot()
+    times = sorted(s.timestamp_ms for s in table.metadata.snapshots)
     manifests = [] if current is None else [m.manifest_length for m in read_manifests(table, current)]
     expirable, expiry_files, expiry_bytes = (0, 0, 0) if current is None else _expiry(table)
     return HealthInputs(
@@ -70,8 +72,8 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
         files=files,
         manifest_sizes=manifests,
         manifest_target_size=manifest_target,
-        snapshot_count=len(table.metadata.snapshots),
-        oldest_snapshot_ms=min((s.timestamp_ms for s in table.metadata.snapshots), default=None),
+        snapshot_count=len(times),
+        oldest_snapshot_ms=times[0] if times else None,
         now_ms=int(time.time() * 1000),
         target_file_size=target_file_size(maintenance),
         thresholds=thresholds,
@@ -88,6 +90,7 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
             {"remove-dangling-deletes": "true"} if any(f.content != "data" for f in files) else {}
         ),
         delete_files_compactable=True,
+        snapshot_times_ms=times,
     )
 
 

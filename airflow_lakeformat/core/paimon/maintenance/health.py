@@ -8,7 +8,8 @@ What is read, and from where (no data file is opened):
   file holds, when the writer counted them; pypaimon 2.1 writes 0);
 - the data manifests of its two manifest lists (``manifest.target-file-size``, 8 MB, makes one small;
   ``manifest.merge-min-count``, 30, is the default of ``max-small-manifests``);
-- the snapshot files of the branch (listed; the oldest one read for its time), and the snapshot expiry plan, a dry run with the table's own
+- the snapshot files of the branch (listed, each read for its commit time: the count, the oldest age and
+  the report's snapshot chart), and the snapshot expiry plan, a dry run with the table's own
   ``snapshot.time-retained`` / ``snapshot.num-retained.*`` / ``snapshot.expire.limit``
   (``core/paimon/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove;
 - when ``partition.expiration-time`` is set: the partition expiry plan (``partition_expiry.py``); a table the
@@ -80,7 +81,7 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
             )
         manifests = [m.file_size for group in table.data_manifests(latest) for m in group]
     ids = manager.list_snapshot_ids()
-    oldest = table.read_snapshots([min(ids)]) if ids else []  # one file, not the whole history
+    times = sorted(s.time_millis for s in table.read_snapshots(ids))
     expirable, expiry_files, expiry_bytes = _expiry(table) if latest is not None else (0, 0, 0)
     return HealthInputs(
         format="paimon",
@@ -89,8 +90,8 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
         files=files,
         manifest_sizes=manifests,
         manifest_target_size=options.manifest_target_file_size,
-        snapshot_count=len(ids),
-        oldest_snapshot_ms=oldest[0].time_millis if oldest else None,
+        snapshot_count=len(times),
+        oldest_snapshot_ms=times[0] if times else None,
         now_ms=int(time.time() * 1000),
         target_file_size=target_file_size(table),
         thresholds=thresholds,
@@ -106,6 +107,7 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
         expirable_partitions=_expirable_partitions(table) if latest is not None else None,
         metadata_bytes=_metadata_bytes(table),
         delete_arguments={"mode": "full"} if table.schema.primary_keys else {},
+        snapshot_times_ms=times,
     )
 
 
