@@ -41,6 +41,7 @@ EXAMPLE_DAG_IDS = (  # every example DAG: each says it starts paused and how to 
     "lakeformat_iceberg_downstream_asset",
     "lakeformat_iceberg_downstream_sensor",
     "lakeformat_auto_maintenance",
+    "lakeformat_health_watch",
 )
 
 
