@@ -171,10 +171,22 @@ def get_provider_info() -> dict[str, Any]:
             }
         ],
         "sensors": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_lakeformat.sensors.snapshot"]}
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_lakeformat.sensors.health",
+                    "airflow_lakeformat.sensors.snapshot",
+                ],
+            }
         ],
         "triggers": [
-            {"integration-name": INTEGRATION, "python-modules": ["airflow_lakeformat.triggers.snapshot"]}
+            {
+                "integration-name": INTEGRATION,
+                "python-modules": [
+                    "airflow_lakeformat.triggers.health",
+                    "airflow_lakeformat.triggers.snapshot",
+                ],
+            }
         ],
         # lakeformat://<conn_id>/<db>.<table>: a table named through a connection, without reading it.
         "asset-uris": [_ASSET_URIS],
