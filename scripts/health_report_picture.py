@@ -147,7 +147,7 @@ def screenshot(html: Path, png: Path) -> None:
             [
                 "chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={profile}",
-                f"--screenshot={png}", "--window-size=1200,1800", "--hide-scrollbars", html.resolve().as_uri(),
+                f"--screenshot={png}", "--window-size=1200,2050", "--hide-scrollbars", html.resolve().as_uri(),
             ],
             check=True,
             capture_output=True,
