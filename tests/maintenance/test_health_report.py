@@ -221,8 +221,10 @@ def test_report_is_one_self_contained_page_per_table(tmp_path: Path) -> None:
     written = write_report(unhealthy, tmp_path / "out" / "report.html")
     assert written == tmp_path / "out" / "report.html"
     assert written.read_text(encoding="utf-8") == render_report(unhealthy)
-    with pytest.raises(UsageError):
-        render_report([])
+    wrongs: list[Any] = [[], "db.events", [unhealthy, "db.clean"], 42]
+    for wrong in wrongs:
+        with pytest.raises(UsageError):
+            render_report(wrong)
 
 
 def test_a_real_table_document_draws_its_files_and_snapshots(tmp_path: Path) -> None:

@@ -90,8 +90,8 @@ def _e(value: object) -> str:
 
 def _documents(docs: Mapping[str, Any] | Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """One document or several, as a list; anything else is refused (UsageError)."""
-    found = [docs] if isinstance(docs, Mapping) else list(docs)
-    if not found or not all(isinstance(d, Mapping) for d in found):
+    found = [docs] if isinstance(docs, Mapping) else list(docs) if isinstance(docs, Sequence) else []
+    if not found or isinstance(docs, str) or not all(isinstance(d, Mapping) for d in found):
         raise UsageError("render_report needs a health document (a mapping) or a non-empty list of them")
     return found
 
@@ -293,7 +293,8 @@ def render_report(docs: Mapping[str, Any] | Sequence[Mapping[str, Any]], *, titl
         The page (UTF-8 text): inline CSS and SVG, no script, no external reference.
 
     Raises:
-        UsageError: neither a document nor a non-empty list of documents.
+        UsageError: neither a document nor a non-empty list of documents (a ``TableHealth`` is given as
+            its ``to_json()``).
 
     Example:
         >>> page = render_report(open_table("/wh/db.db/events").health().to_json())  # doctest: +SKIP
