@@ -45,11 +45,11 @@ font-weight:600;color:#fff}
 section.table{background:#fff;border:1px solid #e2e8f0;border-radius:8px;padding:14px 18px;margin-bottom:18px}
 .head{display:flex;gap:12px;align-items:center;flex-wrap:wrap}
 .facts{color:#4a5568;font-size:.9rem;margin:8px 0}
-ul.recs{margin:6px 0 10px;padding-left:20px}ul.recs li{margin:3px 0}
+ul.recs{margin:6px 0 10px;padding-left:20px}ul.recs li{margin:4px 0}.exp{color:#4a5568;font-size:.88rem}
 .op{font-family:ui-monospace,monospace;background:#edf2f7;border-radius:4px;padding:1px 5px}
 .ok{color:#2f855a;font-weight:600}.err{color:#c53030;white-space:pre-wrap}
-.charts{display:flex;flex-wrap:wrap;gap:14px}.charts figure{margin:0;max-width:100%}
-.charts figcaption{font-size:.85rem;color:#4a5568}
+.charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(400px,1fr));gap:12px;align-items:start}
+.charts figure{margin:0}.charts svg{width:100%;height:auto;max-width:720px;border:1px solid #edf2f7}
 a.trigger{display:inline-block;margin-top:10px;background:#0366d6;color:#fff;text-decoration:none;
 border-radius:6px;padding:6px 12px}
 form.trigger label{display:block;margin:10px 0 2px;font-weight:600}
@@ -102,7 +102,11 @@ def _recommendations(document: Mapping[str, Any]) -> str:
         return '<p class="ok recs">Healthy: no maintenance needed.</p>'
     items = []
     for rec in recommendations:
-        expected = f" Expected: {escape(str(rec['expected']))}" if rec.get("expected") else ""
+        expected = (
+            f'<br><span class="exp">Expected: {escape(str(rec["expected"]))}</span>'
+            if rec.get("expected")
+            else ""
+        )
         items.append(
             f'<li><span class="op">{escape(str(rec["operation"]))}</span> '
             f"{escape(str(rec.get('reason', '')))}{expected}</li>"
@@ -131,7 +135,7 @@ def _charts(document: Mapping[str, Any]) -> str:
     figures = []
     for function, caption in CHARTS:
         svg = getattr(charts, function)(dict(document))
-        figures.append(f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>")
+        figures.append(f'<figure title="{escape(caption)}">{svg}</figure>')
     return f'<div class="charts">{"".join(figures)}</div>'
 
 
