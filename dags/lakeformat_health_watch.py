@@ -16,6 +16,9 @@ building the trigger read no connection; the triggerer reads it when it runs the
   ``{"operations": ["compact_data", "compact_manifests"]}`` (``triggers/health_watch.py``); a bad one makes
   this file an import error naming the key.
 * ``LAKEFORMAT_HEALTH_WATCH_POLL_INTERVAL`` (seconds, default 300).
+
+The DAG starts paused (``is_paused_upon_creation``), even where Airflow unpauses new DAGs, as the scheduled
+maintenance does: unpause it once the table exists.
 """
 
 from __future__ import annotations
@@ -57,9 +60,9 @@ never when this file is parsed.
 `demo.events`), `LAKEFORMAT_HEALTH_WATCH_SMALL_FILES` (default 500), `LAKEFORMAT_HEALTH_WATCH_CONDITIONS` (JSON,
 e.g. `{{"score_below": 60}}`), `LAKEFORMAT_HEALTH_WATCH_POLL_INTERVAL` (seconds, default 300).
 
-**Paused**: on a stock Airflow a new DAG starts paused, and a paused DAG gets no runs from its Asset's events:
-unpause it for the watcher to start maintenance, with the toggle next to its name or
-`airflow dags unpause lakeformat_health_watch`."""
+**Paused**: this DAG starts paused, even where Airflow unpauses new DAGs (it changes the table), and a paused
+DAG gets no runs from its Asset's events: unpause it for the watcher to start maintenance, with the toggle next
+to its name or `airflow dags unpause lakeformat_health_watch`."""
 
 with DAG(
     dag_id="lakeformat_health_watch",
@@ -68,6 +71,7 @@ with DAG(
     schedule=[HEALTH],
     catchup=False,
     max_active_runs=1,
+    is_paused_upon_creation=True,
     default_args={"retries": 1, "retry_delay": timedelta(minutes=2)},
     params={
         "dry_run": Param(

@@ -350,6 +350,7 @@ def test_example_dag_is_scheduled_on_a_health_watcher(monkeypatch: pytest.Monkey
         "lakeformat_default",
         False,
     )
+    assert dag.is_paused_upon_creation is True  # it changes the table: unpaused by the user
     assert dag.get_task("crossed").downstream_task_ids == {"compact_data"}
     assert dag.get_task("compact_data").downstream_task_ids == {"expire_snapshots"}
     # What the dag-processor stores: the watcher with its trigger's class path and keyword arguments.
