@@ -14,9 +14,10 @@ inside one attempt of the retry loop (``commit.commit_with_retry``):
 * :func:`stage_replace`: write the manifest list and stage ``AddSnapshot`` + ``SetSnapshotRef(main)`` with
   ``AssertRefSnapshotId(main, head)``; the branch's retention settings are kept.
 
-Delete manifests are written through a writer whose ``content`` is ``deletes`` (pyiceberg 0.12 writes data
-manifests only). pyiceberg's v2 read schema lacks ``referenced_data_file``: callers must not rewrite a delete
-manifest holding an entry with that field set.
+Manifests are written through ``manifest_blocks``: pyiceberg's writers (header, counts, partition summaries), records
+framed in Avro blocks of about 64 KB as Java frames them (pyiceberg writes one block per entry), and a ``content``
+of ``deletes`` for delete manifests (pyiceberg 0.12 writes data manifests only). pyiceberg's v2 read schema lacks
+``referenced_data_file``: callers must not rewrite a delete manifest holding an entry with that field set.
 """
 
 from __future__ import annotations
@@ -30,8 +31,6 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestEntryStatus,
     ManifestWriter,
-    ManifestWriterV2,
-    write_manifest,
     write_manifest_list,
 )
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
@@ -45,6 +44,7 @@ from pyiceberg.table.snapshots import (
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
 
 from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
+from airflow_lakeformat.core.iceberg.write.manifest_blocks import blocked_manifest_writer
 from airflow_lakeformat.core.iceberg.write.manifest_cache import manifest_cache
 from airflow_lakeformat.core.iceberg.write.manifest_writer import ManifestStore, writer_schema
 
@@ -59,17 +59,6 @@ if TYPE_CHECKING:
     from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 
 
-class DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg 0.12 writes data manifests only; a delete manifest differs in its ``content``."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
-
-
 def _codec(metadata: TableMetadata) -> AvroCompressionCodec:
     return cast("AvroCompressionCodec", metadata.properties.get("write.avro.compression-codec", "gzip"))
 
@@ -77,12 +66,11 @@ def _codec(metadata: TableMetadata) -> AvroCompressionCodec:
 def manifest_writer(
     metadata: TableMetadata, content: ManifestContent, spec: PartitionSpec, output: Any, snapshot_id: int
 ) -> ManifestWriter:
-    """A writer of a data or delete manifest of ``spec`` for the snapshot ``snapshot_id``."""
+    """A writer of a data or delete manifest of ``spec`` for the snapshot ``snapshot_id`` (~64 KB Avro blocks,
+    ``manifest_blocks``)."""
     schema = writer_schema(spec, metadata)
-    if content == ManifestContent.DELETES:
-        return DeleteManifestWriter(spec, schema, output, snapshot_id, _codec(metadata))
-    version = cast("TableVersion", int(metadata.format_version))
-    return write_manifest(version, spec, schema, output, snapshot_id, _codec(metadata))
+    version = int(metadata.format_version)
+    return blocked_manifest_writer(version, content, spec, schema, output, snapshot_id, _codec(metadata))
 
 
 def write_added_manifest(
