@@ -42,6 +42,7 @@ import pyarrow.parquet as pq
 
 from airflow_lakeformat.core.errors import UnsupportedFormatError
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import CompactionCandidate, FileGroup
+from airflow_lakeformat.core.iceberg.maintenance.data_compaction_project import GroupProjection
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_sort import (
     UNSORTED_ORDER_ID,
     ExternalSort,
@@ -56,6 +57,9 @@ ROW_GROUP_BUFFER_BYTES = 64 * 1024 * 1024
 DICTIONARY_MAX_DISTINCT_RATIO = 0.5
 DICTIONARY_SAMPLE_ROWS = 10_000
 
+# pyarrow's decoding threads while reading input files: off in a forked worker (data_compaction_workers), where
+# every core already runs a worker and a small file's columns cost more to hand to threads than to decode
+ARROW_THREADS: ContextVar[bool] = ContextVar("lakeformat_compaction_arrow_threads", default=True)
 # the locations every writer opened in the current group (thread or executor): what a failed group removes
 _OPENED: ContextVar[list[str] | None] = ContextVar("lakeformat_compaction_opened", default=None)
 # told each location before its file is created (a worker process tells its parent: data_compaction_workers)
@@ -164,11 +168,13 @@ def drop_deleted(
 
 
 class PositionDeletes:
-    """A group's position-delete files, each read once (``file_path``, ``pos``), the positions picked per file."""
+    """A group's reading state: its position-delete files, each read once (``file_path``, ``pos``), the positions
+    picked per file; and its schema conversions, each done once per distinct Arrow schema (``projection``)."""
 
     def __init__(self, table: IcebergTable) -> None:
         self._table = table
         self._read: dict[str, pa.Table] = {}
+        self.projection = GroupProjection()
 
     def positions(self, data_file: DataFile, delete_files: Iterable[DataFile]) -> np.ndarray[Any, Any]:
         """The sorted, distinct deleted positions of ``data_file`` in ``delete_files``."""
@@ -206,7 +212,10 @@ def read_live_rows(
     batches = None
     if deletes is not None and all(f.file_format == FileFormat.PARQUET for f in position_files):
         batches = read_direct(
-            table, files[candidate.path], deletes.positions(files[candidate.path], position_files)
+            table,
+            files[candidate.path],
+            deletes.positions(files[candidate.path], position_files),
+            deletes.projection,
         )
     if batches is None:
         batches = _read_with_arrow_scan(table, files[candidate.path], position_files)
@@ -229,37 +238,39 @@ def _read_with_arrow_scan(
 
 
 def read_direct(
-    table: IcebergTable, data_file: DataFile, deleted: np.ndarray[Any, Any]
+    table: IcebergTable,
+    data_file: DataFile,
+    deleted: np.ndarray[Any, Any],
+    projection: GroupProjection | None = None,
 ) -> Iterator[pa.RecordBatch] | None:
     """``data_file``'s rows in the current schema, read with pyarrow; None when the file has no field ids.
 
     Columns are matched by field id and brought to the current schema by pyiceberg's own projection (renamed
     columns followed, added ones null or their identity-partition value, ``int``/``float`` promoted, nanosecond
-    timestamps as pyiceberg reads them); ``deleted`` positions are masked out batch by batch.
+    timestamps as pyiceberg reads them); ``deleted`` positions are masked out batch by batch. ``projection``: the
+    group's conversions, done once per distinct schema (``data_compaction_project``; default: one for this file).
     """
-    from pyiceberg.io.pyarrow import _get_column_projection_values, pyarrow_to_schema
-    from pyiceberg.schema import prune_columns
+    from pyiceberg.io.pyarrow import _get_column_projection_values
 
     metadata = table.metadata
     schema = metadata.schema()
-    downcast = metadata.format_version <= 2
+    projection = projection or GroupProjection()
     stream = table.table.io.new_input(data_file.file_path).open()
     try:
-        parquet = pq.ParquetFile(stream)
-        file_schema = pyarrow_to_schema(
-            parquet.schema_arrow, downcast_ns_timestamp_to_us=downcast, format_version=metadata.format_version
-        )
-    except ValueError:  # no field ids: pyiceberg's scan applies the name mapping
-        stream.close()
-        return None
+        parquet = pq.ParquetFile(stream, pre_buffer=True)
+        schemas = projection.file_schemas(parquet.schema_arrow, schema, metadata.format_version)
     except BaseException:
         stream.close()
         raise
-    projected = prune_columns(file_schema, set(schema.field_ids), select_full_types=False)
+    if schemas is None:  # no field ids: pyiceberg's scan applies the name mapping
+        stream.close()
+        return None
+    file_schema, projected = schemas
     missing = _get_column_projection_values(
         data_file, schema, schema, metadata.specs().get(data_file.spec_id), file_schema.field_ids
     )
-    return _masked_batches(stream, parquet, schema, projected, missing, deleted, downcast)
+    downcast = metadata.format_version <= 2
+    return _masked_batches(stream, parquet, schema, projected, missing, deleted, downcast, projection)
 
 
 def _masked_batches(
@@ -270,12 +281,26 @@ def _masked_batches(
     missing: dict[int, Any],
     deleted: np.ndarray[Any, Any],
     downcast: bool,
+    projection: GroupProjection,
 ) -> Iterator[pa.RecordBatch]:
     from pyiceberg.io.pyarrow import _to_requested_schema
 
+    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+        return _to_requested_schema(
+            schema,
+            projected,
+            batch,
+            downcast_ns_timestamp_to_us=downcast,
+            projected_missing_fields=missing,
+            allow_timestamp_tz_mismatch=True,
+        )
+
     start = 0
     with stream:
-        for batch in parquet.iter_batches(batch_size=131_072, columns=[c.name for c in projected.columns]):
+        columns = [c.name for c in projected.columns]
+        for batch in parquet.iter_batches(
+            batch_size=131_072, columns=columns, use_threads=ARROW_THREADS.get()
+        ):
             end = start + batch.num_rows
             hit = deleted[(deleted >= start) & (deleted < end)] - start
             if len(hit):
@@ -284,14 +309,7 @@ def _masked_batches(
                 batch = batch.filter(pa.array(keep))
             start = end
             if batch.num_rows:
-                yield _to_requested_schema(
-                    schema,
-                    projected,
-                    batch,
-                    downcast_ns_timestamp_to_us=downcast,
-                    projected_missing_fields=missing,
-                    allow_timestamp_tz_mismatch=True,
-                )
+                yield projection.project("read", batch, schema, projected, convert)
 
 
 def dictionary_columns(rows: pa.Table) -> list[str] | bool:
@@ -349,6 +367,7 @@ class _RollingWriter:
         self._buffer: list[pa.RecordBatch] = []
         self._arrow_schema: pa.Schema | None = None
         self._buffered_bytes = 0
+        self._projection = GroupProjection()
         self.written: list[DataFile] = []
         self.locations: list[str] = []
 
@@ -362,9 +381,12 @@ class _RollingWriter:
         batch); roll to a new file once ``split_size`` units went into this one."""
         from pyiceberg.io.pyarrow import _to_requested_schema
 
-        converted = _to_requested_schema(
-            self._schema, self._schema, batch, include_field_ids=True, format_model=self._model
-        )
+        def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+            return _to_requested_schema(
+                self._schema, self._schema, batch, include_field_ids=True, format_model=self._model
+            )
+
+        converted = self._projection.project("write", batch, self._schema, self._schema, convert)
         # pyarrow reads one file's strings as string and another's as large_string (a Java file and one of ours):
         # every batch takes the first one's Arrow types, or the Parquet writer refuses the second
         if self._arrow_schema is None:

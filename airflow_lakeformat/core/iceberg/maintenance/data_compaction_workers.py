@@ -55,6 +55,7 @@ from urllib.parse import urlparse
 from airflow_lakeformat.core import forked
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_plan import FileGroup
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_rewrite import (
+    ARROW_THREADS,
     RewrittenFiles,
     announcing_locations,
 )
@@ -303,6 +304,7 @@ def _work(
     parent: int,
 ) -> NoReturn:  # pragma: no cover - runs in a worker
     forked._in_child = True  # it never forks again
+    ARROW_THREADS.set(False)  # every core runs a worker: pyarrow decodes on this one
     # What came from the parent is never collected here: a collection would walk (and so copy) its pages.
     gc.freeze()
     status = 0
