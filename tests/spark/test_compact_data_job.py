@@ -21,7 +21,7 @@ from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from airflow_lakeformat.spark.locate import job_path, py_files_zip
 from tests.support.pypaimon import run_oracle_batch
-from tests.support.spark import FIELDS, expected_rows, isolated_python, run_job, source_table
+from tests.support.spark import FIELDS, expected_rows, isolated_python, run_in_process, run_job, source_table
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop, pytest.mark.slow]
 
@@ -76,7 +76,7 @@ def test_spark_and_driver_side_compaction_make_the_same_plan_and_result(tmp_path
     work = tmp_path / "work"
 
     # A dry run reports the plan and commits nothing (and needs no Spark session).
-    dry = run_job("compact_data", str(spark_root), "--min-file-count", "3", "--dry-run", work_dir=work)
+    dry = run_in_process("compact_data", str(spark_root), "--min-file-count", "3", "--dry-run", work_dir=work)
     assert dry.returncode == 0 and dry.result is not None, dry.describe()
     assert (dry.result["dryRun"], dry.result["snapshotId"], dry.result["groups"]) == (True, None, 6)
     assert {**dry.result["plan"], "table": None} == {**plan.to_json(), "table": None}

@@ -9,7 +9,7 @@ with the typed error naming the file, commits nothing, and leaves no file behind
 the job as through the facade.
 
 Each kind of table is built once per module and restored at its path before each use. The job runs in this
-process (``main``) on one ``local[2]`` session shared by the module, which the job leaves
+process (``main``) on the process's one ``local[2]`` session (``tests/spark/conftest.py``), which the job leaves
 running (it stops only a session it started); ``spark-submit`` itself is exercised by the operator's test
 (``tests/airflow/test_iceberg_operators.py``) and the Paimon job's tests.
 """
@@ -17,10 +17,7 @@ running (it stops only a session it started); ``spark-submit`` itself is exercis
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,36 +39,11 @@ from tests.support.iceberg_compaction import (
     parquet_files,
     restore,
 )
-from tests.support.spark import DEFAULT_JAVA_HOME
 from tests.unit.test_cli import run as run_cli
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 OPTION_ARGS = [arg for key, value in OPTIONS.items() for arg in ("--option", f"{key}={value}")]
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[Any]:
-    """One ``local[2]`` session for the module: the jobs run in this process and leave it running."""
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("JAVA_HOME", os.environ.get("JAVA_HOME", DEFAULT_JAVA_HOME))
-        env.setenv("PYSPARK_PYTHON", sys.executable)
-        env.setenv("PYSPARK_DRIVER_PYTHON", sys.executable)
-        env.setenv("SPARK_LOCAL_IP", "127.0.0.1")
-        from pyspark.sql import SparkSession
-
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("lakeformat-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.task.maxFailures", "1")
-            .getOrCreate()
-        )
-        try:
-            yield session
-        finally:
-            session.stop()
 
 
 @pytest.fixture(scope="module")

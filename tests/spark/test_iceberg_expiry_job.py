@@ -19,7 +19,7 @@ from airflow_lakeformat.spark.deleting import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.jobs import expire_snapshots as expire_job
 from tests.iceberg import expiry_support as support
 from tests.support.seaweedfs import SeaweedFSServer
-from tests.support.spark import SparkRun, run_job
+from tests.support.spark import SparkRun, run_in_process, run_job
 
 pytestmark = pytest.mark.spark
 
@@ -57,6 +57,7 @@ def test_refusals_end_before_a_session_starts(tmp_path: Path, capsys: pytest.Cap
     support.assert_converged(open_path_table(root))
 
 
+@pytest.mark.usefixtures("spark")
 def test_job_matches_the_in_process_run_and_converges_after_an_executor_failure(tmp_path: Path) -> None:
     spark_root, spark_ids = build(tmp_path / "spark")
     core_root, core_ids = build(tmp_path / "core")
@@ -64,7 +65,7 @@ def test_job_matches_the_in_process_run_and_converges_after_an_executor_failure(
     future = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
     args = ["--older-than", future, "--retain-last", "1"]
 
-    dry = ok(run_job("expire_snapshots", spark_root, *args, "--dry-run", work_dir=work))
+    dry = ok(run_in_process("expire_snapshots", spark_root, *args, "--dry-run", work_dir=work))
     core_dry = expire_snapshots(open_path_table(spark_root), dry_run=True, older_than=future, retain_last=1)
     assert comparable(dry) == comparable(core_dry.to_json())
     assert dry["files"]["data-file"] == 1 and dry["refsRemoved"] == {"old": spark_ids[0]}
@@ -110,6 +111,7 @@ def test_real_job_run_equals_an_in_process_run(tmp_path: Path) -> None:
         support.assert_converged(open_path_table(root))
 
 
+@pytest.mark.usefixtures("spark")
 @pytest.mark.s3
 def test_job_on_s3_matches_the_in_process_run(
     seaweedfs: SeaweedFSServer, s3_bucket: str, tmp_path: Path
@@ -125,7 +127,11 @@ def test_job_on_s3_matches_the_in_process_run(
     uri = f"s3://{table.root}"
     future = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 3600))
     args = ("--older-than", future, "--retain-last", "1")
-    dry = ok(run_job("expire_snapshots", uri, *args, "--dry-run", work_dir=tmp_path, storage_options=options))
+    dry = ok(
+        run_in_process(
+            "expire_snapshots", uri, *args, "--dry-run", work_dir=tmp_path, storage_options=options
+        )
+    )
     core_dry = expire_snapshots(open_path_table(uri, options), dry_run=True, older_than=future, retain_last=1)
     assert comparable(dry) == comparable(core_dry.to_json()) and dry["files"]["data-file"] == 1
     before = support.stored_files(table)

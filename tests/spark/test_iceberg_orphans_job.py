@@ -22,7 +22,7 @@ from airflow_lakeformat.spark.deleting import FAIL_AFTER_DELETES_ENV
 from airflow_lakeformat.spark.jobs import remove_orphan_files as orphan_job
 from tests.iceberg.orphan_support import build_planted, files_under
 from tests.support.seaweedfs import SeaweedFSServer
-from tests.support.spark import SparkRun, run_job
+from tests.support.spark import SparkRun, run_in_process, run_job
 
 pytestmark = pytest.mark.spark
 
@@ -73,6 +73,7 @@ def test_refusals_end_before_a_session_starts(tmp_path: Path, capsys: pytest.Cap
     assert planted.old_orphans <= files_under(tmp_path)
 
 
+@pytest.mark.usefixtures("spark")
 def test_job_matches_the_in_process_run_and_converges_after_an_executor_failure(tmp_path: Path) -> None:
     spark_side = build_planted(tmp_path / "spark")
     core_side = build_planted(tmp_path / "core")
@@ -81,7 +82,7 @@ def test_job_matches_the_in_process_run_and_converges_after_an_executor_failure(
     spark_before, core_before = files_under(tmp_path / "spark"), files_under(tmp_path / "core")
     expected_spark = spark_side.expected()
 
-    dry = ok(run_job("remove_orphan_files", root, "--dry-run", work_dir=work))
+    dry = ok(run_in_process("remove_orphan_files", root, "--dry-run", work_dir=work))
     core_dry = remove_orphan_files(open_path_table(root)).to_json()
     assert comparable(dry, root) == comparable(core_dry, root)
     assert set(dry["orphanPaths"]) == spark_side.expected() and dry["files"]
@@ -107,10 +108,11 @@ def test_job_matches_the_in_process_run_and_converges_after_an_executor_failure(
     }
     assert spark_side.fresh_orphans | spark_side.never <= files_under(tmp_path / "spark")
     assert_intact(spark_side.root)
-    again = ok(run_job("remove_orphan_files", root, "--dry-run", work_dir=work))
+    again = ok(run_in_process("remove_orphan_files", root, "--dry-run", work_dir=work))
     assert again["orphans"] == 0
 
 
+@pytest.mark.usefixtures("spark")
 @pytest.mark.s3
 def test_job_on_s3_matches_the_in_process_run(
     seaweedfs: SeaweedFSServer, s3_bucket: str, tmp_path: Path
@@ -122,7 +124,7 @@ def test_job_on_s3_matches_the_in_process_run(
     time.sleep(1.1)  # S3 objects cannot be back-dated: with a 1 s limit everything above is a candidate
     args = ("--older-than", "1s", "--allow-short-older-than")
     dry = ok(
-        run_job(
+        run_in_process(
             "remove_orphan_files",
             planted.root,
             *args,

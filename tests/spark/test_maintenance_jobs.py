@@ -26,7 +26,7 @@ from airflow_lakeformat.spark.runtime import ERROR_PREFIX
 from tests.support.maintenance import OLD, OLD_ORPHANS, assert_intact, build_history, plant_files, tree
 from tests.support.pypaimon import run_oracle_batch
 from tests.support.seaweedfs import SeaweedFSServer, upload_tree
-from tests.support.spark import SparkRun, run_job
+from tests.support.spark import SparkRun, run_in_process, run_job
 
 pytestmark = pytest.mark.spark
 
@@ -110,6 +110,7 @@ def test_refusals_and_empty_ranges_end_before_a_session_starts(
 # -- local tables ------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("spark")
 def test_orphan_job_dry_run_executor_failure_and_rerun_match_the_driver_side_run(tmp_path: Path) -> None:
     _history_with_orphans(tmp_path / "spark")
     spark_table = Table.open(str(tmp_path / "spark"))
@@ -118,7 +119,8 @@ def test_orphan_job_dry_run_executor_failure_and_rerun_match_the_driver_side_run
     work = tmp_path / "work"
 
     dry = _ok(
-        run_job("remove_orphan_files", spark_table.uri, "--dry-run", work_dir=work), "remove_orphan_files"
+        run_in_process("remove_orphan_files", spark_table.uri, "--dry-run", work_dir=work),
+        "remove_orphan_files",
     )
     assert tree(spark_table) == before
     core_dry = remove_orphan_files(core_table, dry_run=True).to_json()
@@ -215,6 +217,7 @@ def test_expiry_job_executor_failure_and_rerun_converge_to_the_driver_side_run(t
 # -- S3 ----------------------------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("spark")
 @pytest.mark.s3
 def test_both_jobs_on_s3_match_the_driver_side_runs(
     tmp_path: Path, seaweedfs: SeaweedFSServer, s3_bucket: str
@@ -252,7 +255,7 @@ def test_both_jobs_on_s3_match_the_driver_side_runs(
 
     # Objects cannot be back-dated on S3: with no age limit every object is a candidate.
     cleaned = _ok(
-        run_job(
+        run_in_process(
             "remove_orphan_files",
             spark_table.uri,
             "--older-than",
@@ -279,6 +282,7 @@ def test_both_jobs_on_s3_match_the_driver_side_runs(
 # -- tables written by pypaimon ------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("spark")
 @pytest.mark.interop
 def test_pypaimon_reads_the_same_rows_after_both_jobs(
     fresh_pypaimon_warehouse: dict[str, Any], tmp_path: Path
@@ -303,7 +307,7 @@ def test_pypaimon_reads_the_same_rows_after_both_jobs(
     work = tmp_path / "work"
 
     cleaned = _ok(
-        run_job(
+        run_in_process(
             "remove_orphan_files", str(pk), "--older-than", "0s", "--allow-short-older-than", work_dir=work
         ),
         "remove_orphan_files",

@@ -11,8 +11,8 @@ and leaves no file. The operator with ``execution="spark"`` submits the job with
 replaced by one running the job in this process) and ``auto`` picks Spark for a primary-key table above the
 thresholds.
 
-The job runs in this process (``main``) on the module's ``local[2]`` session (the fixture of
-``test_iceberg_compaction_job``), which it leaves running; ``spark-submit`` is exercised by the append job's test.
+The job runs in this process (``main``) on the process's ``local[2]`` session (``tests/spark/conftest.py``),
+which it leaves running; ``spark-submit`` is exercised by the append job's test.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from airflow_lakeformat.core.paimon.paths import DataFilePaths
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.tables import open_table
 from airflow_lakeformat.spark.jobs import compact_data as compact_job
-from tests.spark.test_iceberg_compaction_job import spark  # noqa: F401  (the module's Spark session)
 from tests.support.paimon_pk import (
     check_pk_table,
     listing,

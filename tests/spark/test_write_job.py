@@ -25,7 +25,15 @@ from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.paimon.write.data_files import write_data_files
 from airflow_lakeformat.spark.runtime import FAIL_AFTER_FILES_ENV, KILL_BEFORE_COMMIT_ENV
 from tests.support.pypaimon import run_oracle_batch
-from tests.support.spark import FIELDS, data_files, expected_rows, run_job, source_table, write_parquet_source
+from tests.support.spark import (
+    FIELDS,
+    data_files,
+    expected_rows,
+    run_in_process,
+    run_job,
+    source_table,
+    write_parquet_source,
+)
 
 pytestmark = [pytest.mark.spark, pytest.mark.interop, pytest.mark.slow]
 
@@ -42,6 +50,7 @@ def referenced_files(table: Table) -> set[str]:
     return out
 
 
+@pytest.mark.usefixtures("spark")
 def test_write_job_survives_a_failed_task_and_a_killed_driver_and_reruns_idempotently(tmp_path: Path) -> None:
     root = tmp_path / "wh" / "db.db" / "t"
     table = create_table(
@@ -115,7 +124,7 @@ def test_write_job_survives_a_failed_task_and_a_killed_driver_and_reruns_idempot
 
     # 4. A second re-run finds the landed snapshot and writes nothing.
     on_disk = data_files(root)
-    again = run_job("write", str(root), *args, work_dir=work)
+    again = run_in_process("write", str(root), *args, work_dir=work)
     assert again.returncode == 0 and again.result is not None, again.describe()
     assert (again.result["snapshotId"], again.result["alreadyCommitted"], again.result["filesWritten"]) == (
         2,
