@@ -46,6 +46,7 @@ FILE_PATH_FIELD_ID = 2147483546  # the position delete's file_path column (Icebe
 OLD_PARTITION, NEW_PARTITION = "2020-01-01", "2999-01-01"
 PAIMON_PROBLEMS = (
     "bucket=1",
+    "num-sorted-run.compaction-trigger=3",
     "snapshot.time-retained=1 ms",
     "snapshot.num-retained.min=1",
     "partition.expiration-time=7 d",
@@ -53,6 +54,7 @@ PAIMON_PROBLEMS = (
     "lakeformat.health.max-small-manifests=3",
 )
 ICEBERG_PROBLEMS = (
+    "lakeformat.health.min-small-files=3",
     "history.expire.max-snapshot-age-ms=1",
     "history.expire.min-snapshots-to-keep=1",
     "lakeformat.health.max-small-manifests=3",
@@ -101,10 +103,13 @@ def _flat(options: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def write(table: Table, keys: list[int], partition: str, commit: int, kind: str | None = None) -> None:
-    """One commit of the rows ``keys`` in ``partition`` (``kind``: their Paimon row kind, e.g. ``-D``)."""
+def write(
+    table: Table, keys: list[int], partition: str | list[str], commit: int, kind: str | None = None
+) -> None:
+    """One commit of the rows ``keys`` in ``partition`` (one per key when a list; ``kind``: their Paimon row
+    kind, e.g. ``-D``)."""
     columns: dict[str, Any] = {
-        "p": [partition] * len(keys),
+        "p": [partition] * len(keys) if isinstance(partition, str) else partition,
         "k": pa.array(keys, pa.int64()),
         "v": [f"v{k}" for k in keys],
     }
@@ -123,21 +128,23 @@ def plant_orphan(table: Table, storage: Mapping[str, Any] | None = None) -> str:
 
 
 def paimon_with_every_problem(uri: str, storage: Mapping[str, Any] | None = None) -> Table:
-    """A primary-key table: an old partition, 5 level-0 runs in the new one, a DELETE, old snapshots."""
+    """A primary-key table (compaction trigger 3): an old partition, 3 level-0 runs in the new one (the last
+    a DELETE), 4 snapshots past retention."""
     table = create(uri, "paimon", PAIMON_PROBLEMS, storage=storage, primary_keys="p,k")
     write(table, [0], OLD_PARTITION, 1)
-    for i in range(5):
+    for i in range(2):
         write(table, [i], NEW_PARTITION, 2 + i)
-    write(table, [0], NEW_PARTITION, 7, kind="-D")
+    write(table, [0], NEW_PARTITION, 4, kind="-D")
     return open_table(uri, storage_options=storage)
 
 
 def iceberg_with_every_problem(uri: str, storage: Mapping[str, Any] | None = None) -> Table:
-    """Five one-row files in ``a`` (one with a position delete), one file in ``b`` with an equality delete."""
+    """Three one-row files in ``a`` (small-file threshold 3; one with a position delete), one file in ``b``
+    with an equality delete, 4 snapshots past retention."""
     table = create(uri, "iceberg", ICEBERG_PROBLEMS, storage=storage)
-    for i in range(5):
+    write(table, [0, 100, 101], ["a", "b", "b"], 1)
+    for i in range(1, 3):
         write(table, [i], "a", 1 + i)
-    write(table, [100, 101], "b", 6)
     assert isinstance(table, IcebergLakeTable)
     native = open_table(uri, storage_options=storage).native
     assert isinstance(native, type(table.native))
@@ -257,11 +264,11 @@ def test_every_problem_at_once_is_fixed_by_what_health_recommends(tmp_path: Path
     assert health.operations == [*fixes, "remove_orphan_files"], health.to_json()["recommendations"]
     assert health.orphans == {"files": 1, "bytes": 100}
     times = health.to_json()["snapshots"]["times"]  # each kept snapshot's commit time, ascending
-    assert len(times) == health.snapshots["count"] == 7 and times == sorted(times)
+    assert len(times) == health.snapshots["count"] == 4 and times == sorted(times)
     compact = health.recommendations[fixes.index("compact_data")]
     if fmt == "paimon":
         assert health.expirable_partitions == [OLD_PARTITION]
-        assert compact.arguments == {"mode": "full"} and health.deletes["maxSortedRuns"] >= 5
+        assert compact.arguments == {"mode": "full"} and health.deletes["maxSortedRuns"] == 3
     else:
         assert compact.arguments == {
             "options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}
