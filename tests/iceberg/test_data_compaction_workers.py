@@ -4,7 +4,8 @@ The tables here are tiny, so ``MIN_BATCH_BYTES`` is lowered to 0 for the runs th
 test first proves that workers rewrote the groups (the pids ``rewrite_group`` ran in), then that the outcome is a
 one-process run's: the same rows per partition, the same file per group, one commit; a worker killed in the middle
 of a group leaves nothing (its announced file removed) and its group is rewritten here; a corrupt input file fails
-typed, naming the file, with nothing committed and nothing left on disk.
+typed, naming the file, with nothing committed and nothing left on disk. The commit's rewritten manifests, written
+while the workers run, are the ones committed, or discarded when another commit landed meanwhile.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import pytest
 from pyiceberg.manifest import DataFileContent
 
 from airflow_lakeformat.core.errors import CorruptMetadataError
+from airflow_lakeformat.core.iceberg.maintenance import data_compaction_commit as commit
 from airflow_lakeformat.core.iceberg.maintenance import data_compaction_run as run
 from airflow_lakeformat.core.iceberg.maintenance import data_compaction_workers as workers
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction import plan_data_compaction
@@ -185,3 +187,71 @@ def test_no_workers_when_forking_is_not_wanted(tmp_path, monkeypatch) -> None:
         for g in groups
     ]
     assert workers.worker_count(table, s3, 2) == 0  # an S3 client must not cross a fork
+
+
+def _metadata_avro(table) -> set[str]:
+    return {str(p) for p in Path(local_path(table.metadata.location), "metadata").glob("*.avro")}
+
+
+def _referenced_avro(table) -> set[str]:
+    """Every manifest list and manifest any snapshot of the table references."""
+    table.refresh()
+    io, found = table.table.io, set()
+    for snapshot in table.metadata.snapshots:
+        found.add(local_path(snapshot.manifest_list))
+        found |= {local_path(m.manifest_path) for m in snapshot.manifests(io)}
+    return found
+
+
+@pytest.fixture
+def ahead(monkeypatch):
+    """The ``Prestaged`` of each batch (the manifests the run writes while its workers rewrite)."""
+    seen: list[commit.Prestaged] = []
+    original = commit.Prestaged.write
+
+    def write(self, table, removed):
+        seen.append(self)
+        original(self, table, removed)
+
+    monkeypatch.setattr(commit.Prestaged, "write", write)
+    return seen
+
+
+def test_the_manifests_written_while_workers_run_are_the_ones_committed(
+    tmp_path, recorded_pids, ahead
+) -> None:
+    table = _table(tmp_path, "t")
+    result = run.compact_data(table, OPTIONS)
+    assert any(pid != str(os.getpid()) for pid, _ in recorded_pids())  # the workers ran
+    assert (result.groups_committed, result.files_added, result.rows_purged) == (4, 4, 1)
+    [prestaged] = ahead
+    assert prestaged.used and prestaged.written
+    table.refresh()
+    committed = {
+        local_path(m.manifest_path) for m in table.snapshot(result.snapshot_id).manifests(table.table.io)
+    }
+    assert {local_path(p) for p in prestaged.written} <= committed
+    assert _metadata_avro(table) == _referenced_avro(table)  # nothing else was written
+    assert sorted(r["id"] for r in table.table.scan().to_arrow().to_pylist()).count(1) == 3
+
+
+def test_manifests_written_ahead_of_a_commit_that_lands_on_another_head_are_discarded(
+    tmp_path, recorded_pids, ahead, monkeypatch
+) -> None:
+    table = _table(tmp_path, "t")
+    original, written = commit.Prestaged.write, []
+
+    def then_a_concurrent_append(self, tbl, removed):
+        original(self, tbl, removed)
+        written.extend(self.written)
+        write.append(tbl, rows([100, 101], "e", DAY))  # lands while the workers rewrite
+
+    monkeypatch.setattr(commit.Prestaged, "write", then_a_concurrent_append)
+    result = run.compact_data(table, OPTIONS)
+    assert (result.groups_committed, result.files_added, result.rows_purged) == (4, 4, 1)
+    [prestaged] = ahead
+    assert written and not prestaged.used
+    assert not {local_path(p) for p in written} & _metadata_avro(table)  # removed
+    assert _metadata_avro(table) == _referenced_avro(table)
+    ids = sorted(r["id"] for r in table.table.scan().to_arrow().to_pylist())
+    assert ids.count(1) == 3 and {100, 101} <= set(ids)  # the concurrent append kept

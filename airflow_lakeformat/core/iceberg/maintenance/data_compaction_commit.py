@@ -24,11 +24,19 @@ Each attempt of the one retry loop (``write.commit.commit_with_retry``) works on
    dangling-delete removal proves it so.
 3. **Stage** a ``replace`` snapshot (summary: added/deleted files, records and sizes, totals carried from the
    parent) with ``AssertRefSnapshotId(main, head)``.
+
+**Ahead of the commit** (:class:`Prestaged`): the rewritten manifests of step 2 depend only on the head and on the
+replaced files, both known from the plan, so they can be written while the groups are rewritten (forked workers
+busy, this process waiting: ``data_compaction_workers``), under a snapshot id chosen then. The first attempt uses
+them only when nothing at all was committed since (the head's snapshot id *and* the metadata's
+``last-updated-ms`` unchanged), the replaced files are exactly those (no group conflicts, no dangling delete to
+remove) and the snapshot id is still unused; validation (step 1) runs on the attempt's own metadata first, as
+always. Otherwise they are written again for that attempt and the early ones discarded by the run.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -57,7 +65,7 @@ from airflow_lakeformat.core.iceberg.write.replace import (
 )
 
 if TYPE_CHECKING:
-    from pyiceberg.manifest import DataFile
+    from pyiceberg.manifest import DataFile, ManifestFile
     from pyiceberg.table import Transaction
     from pyiceberg.table.metadata import TableMetadata
 
@@ -74,6 +82,63 @@ class RewriteCommit:
     use_starting_sequence_number: bool = True
     remove_dangling_deletes: bool = False
     snapshot_properties: Mapping[str, str] = field(default_factory=dict)
+    prestaged: Prestaged | None = None
+
+
+@dataclass
+class Prestaged:
+    """Step 2's rewritten manifests, written ahead of the commit (module docstring, "Ahead of the commit")."""
+
+    head_snapshot_id: int | None = None
+    last_updated_ms: int | None = None
+    snapshot_id: int | None = None
+    removed: frozenset[str] = frozenset()
+    manifests: list[ManifestFile] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)  # every location written, for discarding
+    used: bool = False
+
+    def write(self, table: IcebergTable, removed: Iterable[str]) -> None:
+        """Write the head's manifests without ``removed``, on the table's current metadata.
+
+        Args:
+            table: the table (its metadata is the plan's).
+            removed: the paths of every input file of the batch.
+        """
+        metadata = table.metadata
+        ref = metadata.refs.get(MAIN_BRANCH)
+        head = metadata.snapshot_by_id(ref.snapshot_id) if ref is not None else None
+        if head is None:
+            return
+        store = ManifestStore(table, metadata, dry_run=False)
+        snapshot_id = metadata.new_snapshot_id()
+        paths = frozenset(removed)
+        try:
+            manifests = rewrite_manifests_removing(table, metadata, head, snapshot_id, set(paths), store)
+        finally:
+            self.written = list(store.written)
+        self.head_snapshot_id, self.last_updated_ms = head.snapshot_id, metadata.last_updated_ms
+        self.snapshot_id, self.removed, self.manifests = snapshot_id, paths, manifests
+
+    def take(
+        self, metadata: TableMetadata, head: Snapshot, gone: set[str]
+    ) -> tuple[int, list[ManifestFile]] | None:
+        """``(snapshot id, manifests)`` when they fit this attempt (once), else None."""
+        fits = (
+            not self.used
+            and self.snapshot_id is not None
+            and head.snapshot_id == self.head_snapshot_id
+            and metadata.last_updated_ms == self.last_updated_ms
+            and gone == self.removed
+            and metadata.snapshot_by_id(self.snapshot_id) is None
+        )
+        if not fits or self.snapshot_id is None:
+            return None
+        self.used = True
+        return self.snapshot_id, self.manifests
+
+    def unused(self) -> list[str]:
+        """The locations to discard once the commit is done: all of them unless an attempt took them."""
+        return [] if self.used else self.written
 
 
 @dataclass
@@ -209,16 +274,23 @@ def stage_rewrite(
     staged.deletes_removed = (
         dangling_after(table, head, commit, removed, added) if commit.remove_dangling_deletes else []
     )
-    snapshot_id = metadata.new_snapshot_id()
+    gone = set(removed) | set(staged.deletes_removed)
+    taken = commit.prestaged.take(metadata, head, gone) if commit.prestaged is not None else None
+    snapshot_id = taken[0] if taken is not None else metadata.new_snapshot_id()
     store = ManifestStore(table, metadata, dry_run=False)
+    if taken is not None and commit.prestaged is not None:
+        store.written += commit.prestaged.written  # this attempt's now: discarded with it if it does not land
     sequence = commit.starting_sequence_number if commit.use_starting_sequence_number else None
     dropped = list(removed.values()) + _delete_data_files(table, head, staged.deletes_removed)
     try:
-        gone = set(removed) | set(staged.deletes_removed)
         new = write_added_manifest(
             table, metadata, store, snapshot_id, ManifestContent.DATA, [(f, sequence) for f in added]
         )
-        kept = rewrite_manifests_removing(table, metadata, head, snapshot_id, gone, store)
+        kept = (
+            taken[1]
+            if taken is not None
+            else rewrite_manifests_removing(table, metadata, head, snapshot_id, gone, store)
+        )
         summary = replace_summary(metadata, head, dropped, added, commit.snapshot_properties)
         stage_replace(tx, table, head, snapshot_id, ([new] if new else []) + kept, summary, store)
     finally:

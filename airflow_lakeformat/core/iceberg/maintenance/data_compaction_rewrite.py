@@ -257,7 +257,7 @@ def read_direct(
     projection = projection or GroupProjection()
     stream = table.table.io.new_input(data_file.file_path).open()
     try:
-        parquet = pq.ParquetFile(stream, pre_buffer=True)
+        parquet = pq.ParquetFile(stream)
         schemas = projection.file_schemas(parquet.schema_arrow, schema, metadata.format_version)
     except BaseException:
         stream.close()

@@ -54,6 +54,7 @@ from airflow_lakeformat.core.iceberg.maintenance.data_compaction import (
     plan_data_compaction,
 )
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_commit import (
+    Prestaged,
     RewriteCommit,
     StagedRewrite,
     stage_rewrite,
@@ -175,13 +176,19 @@ def _commit_batch(
     rewriter: GroupRewriter,
 ) -> tuple[StagedRewrite, list[RewrittenFiles]]:
     """Step 3 for one batch: rewrite, commit; files of what did not land removed, unless the outcome is unknown."""
+    from airflow_lakeformat.core.iceberg.maintenance.data_compaction_workers import while_workers_run
+
     written: list[str] = []
-    staged = StagedRewrite()
+    staged, prestaged = StagedRewrite(), Prestaged()
     rewritten: list[RewrittenFiles] = []
+    inputs = [c.path for g in groups for c in g.files]
+    # the commit's rewritten manifests, written while forked workers rewrite (not when dangling deletes go too)
+    ahead = functools.partial(prestaged.write, table, inputs)
     try:
-        for outcome in rewriter(table, groups, files):
-            written += outcome.locations
-            rewritten.append(outcome)
+        with while_workers_run(ahead if not plan.options.remove_dangling_deletes else lambda: None):
+            for outcome in rewriter(table, groups, files):
+                written += outcome.locations
+                rewritten.append(outcome)
         if [r.group for r in rewritten] != list(groups):
             raise ValueError(f"{table.name}: the rewriter did not return one result per group, in order")
         commit = RewriteCommit(
@@ -191,6 +198,7 @@ def _commit_batch(
             use_starting_sequence_number=plan.options.use_starting_sequence_number,
             remove_dangling_deletes=plan.options.remove_dangling_deletes,
             snapshot_properties=snapshot_properties,
+            prestaged=prestaged,
         )
 
         def stage(tx: Transaction) -> StagedRewrite:
@@ -204,8 +212,10 @@ def _commit_batch(
         log.warning("%s: data compaction outcome unknown; keeping %d written files", table.name, len(written))
         raise
     except BaseException:
-        discard_written(table, written + staged.manifests_written, "the compaction was not committed")
+        lost = written + staged.manifests_written + prestaged.unused()
+        discard_written(table, lost, "the compaction was not committed")
         raise
+    discard_written(table, prestaged.unused(), "written ahead of a commit that did not use them")
     skipped = [loc for n, r in enumerate(rewritten) if n in staged.conflicts for loc in r.locations]
     discard_written(table, skipped, "its group conflicted and was not committed")
     return staged, [r for n, r in enumerate(rewritten) if n not in staged.conflicts]

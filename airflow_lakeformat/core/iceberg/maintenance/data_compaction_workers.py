@@ -27,7 +27,10 @@ Algorithm (:func:`rewrite_in_workers`, the default :data:`~.data_compaction_run.
    rewritten *here* afterwards, in group order, after removing what its worker announced; so an error (a missing
    or corrupt input file) is raised exactly as a one-process run raises it (typed, naming the file), and a group
    whose worker died for another reason is still rewritten. The first group failing here stops the rest.
-6. **Order**: the results are yielded in the groups' order, then that error raised (the ``GroupRewriter``
+6. **Meanwhile**: once the workers are forked, this process runs the work its caller left for that time
+   (:func:`while_workers_run`; the run writes the commit's rewritten manifests: ``data_compaction_commit.Prestaged``)
+   before it waits; a failure there is logged and changes nothing (the commit writes them itself).
+7. **Order**: the results are yielded in the groups' order, then that error raised (the ``GroupRewriter``
    contract); the caller commits exactly as after a one-process run. If this process is interrupted while the
    workers run, they are killed and every file they announced is removed.
 
@@ -47,8 +50,10 @@ import select
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, NoReturn
 from urllib.parse import urlparse
 
@@ -81,6 +86,37 @@ MAX_GROUPS = 65536 // TOKEN_BYTES
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 #: Where pyiceberg's location providers may put new data files instead of under the table's location.
 DATA_LOCATION_PROPERTIES = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
+
+
+#: What this process does while its workers rewrite (step 6), set by :func:`while_workers_run`.
+_MEANWHILE: ContextVar[Callable[[], None] | None] = ContextVar(
+    "lakeformat_compaction_meanwhile", default=None
+)
+
+
+@contextmanager
+def while_workers_run(work: Callable[[], None]) -> Iterator[None]:
+    """Run ``work`` in this process while forked workers rewrite the groups (never when there are none).
+
+    Example:
+        >>> with while_workers_run(lambda: prestaged.write(table, paths)):  # doctest: +SKIP
+        ...     results = list(rewrite_in_workers(table, groups, files, concurrency=2))
+    """
+    token = _MEANWHILE.set(work)
+    try:
+        yield
+    finally:
+        _MEANWHILE.reset(token)
+
+
+def _meanwhile(table: IcebergTable) -> None:
+    work = _MEANWHILE.get()
+    if work is None:
+        return
+    try:
+        work()
+    except Exception as exc:  # only ahead of time: the commit does it itself
+        log.warning("%s: work ahead of the commit failed (%s); the commit does it", table.name, exc)
 
 
 def _is_local(location: str) -> bool:
@@ -175,6 +211,7 @@ def rewrite_in_workers(
         return
     pool = _Pool(table, groups, files, count)
     try:
+        _meanwhile(table)
         pool.gather()
     except BaseException:
         pool.abandon()
