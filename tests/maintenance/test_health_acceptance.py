@@ -192,6 +192,9 @@ def fix(table: Table, **health_arguments: Any) -> TableHealth:
     """Run what health recommends, each as the recommendation says; the health that recommended it."""
     health = table.health(**health_arguments)
     for r in health.recommendations:
+        time.sleep(
+            0.01
+        )  # the retention is 1 ms: the snapshot the previous operation committed is then past it
         getattr(table.maintenance, r.operation)(**r.arguments)
     return health
 

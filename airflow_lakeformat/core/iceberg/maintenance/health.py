@@ -3,11 +3,12 @@ its metadata only.
 
 What is read (no data or delete file is opened):
 
-- the live data and delete files of the current snapshot (``metadata/files.py``: its manifests' live
-  entries), each with its partition (rendered ``field=value``), content, record count (a delete file: the
-  rows it deletes, deletion vectors included) and size;
-- the manifests of its manifest list (small: under ``commit.manifest.target-size-bytes``, 8 MiB; the default
-  of ``max-small-manifests`` is ``commit.manifest.min-count-to-merge``, 100);
+- the manifest list of the current snapshot, once: its manifests' sizes (small: under
+  ``commit.manifest.target-size-bytes``, 8 MiB; the default of ``max-small-manifests`` is
+  ``commit.manifest.min-count-to-merge``, 100) and their live entries (``metadata/live_files.py``'s
+  ``decode_manifests``, what ``lakeformat files`` reads): each live data and delete file with its partition
+  (rendered ``field=value`` as ``metadata/files.py`` renders it, once per spec and value), content, record
+  count (a delete file: the rows it deletes, deletion vectors included) and size;
 - the snapshots of the table metadata (their commit times, ascending: the count, the oldest age and the
   report's snapshot chart), and the snapshot expiry plan, a dry run with the table's own
   ``history.expire.max-snapshot-age-ms`` / ``history.expire.min-snapshots-to-keep`` and per-ref retention
@@ -21,10 +22,15 @@ from __future__ import annotations
 
 import time
 
+from pyiceberg.manifest import ManifestFile
+from pyiceberg.table.snapshots import Snapshot
+
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.health.model import FileFacts, HealthInputs
 from airflow_lakeformat.core.health.thresholds import Thresholds
-from airflow_lakeformat.core.iceberg.metadata.files import file_infos
+from airflow_lakeformat.core.iceberg.metadata.files import PartitionRenderer
 from airflow_lakeformat.core.iceberg.metadata.inspect import maintenance_properties, target_file_size
+from airflow_lakeformat.core.iceberg.metadata.live_files import decode_manifests
 from airflow_lakeformat.core.iceberg.metadata.manifests import read_manifests
 from airflow_lakeformat.core.iceberg.metadata.table import IcebergTable
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
@@ -51,26 +57,17 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
     min_merge = _number(maintenance["commit.manifest.min-count-to-merge"]["value"], 100)
     manifest_target = _number(maintenance["commit.manifest.target-size-bytes"]["value"], 8 * 1024 * 1024)
     thresholds = Thresholds.resolve(properties, max_small_manifests=min_merge)
-    snapshot_id, infos = file_infos(table, progress=progress)
-    files = [
-        FileFacts(
-            partition="/".join(f"{k}={v}" for k, v in f.partition.items()),
-            content=f.content,
-            records=f.record_count,
-            size=f.file_size,
-        )
-        for f in infos
-    ]
     current = table.snapshot()
     times = sorted(s.timestamp_ms for s in table.metadata.snapshots)
-    manifests = [] if current is None else [m.manifest_length for m in read_manifests(table, current)]
+    manifests = [] if current is None else read_manifests(table, current)
+    files = [] if current is None else _live_files(table, current, manifests, progress)
     expirable, expiry_files, expiry_bytes = (0, 0, 0) if current is None else _expiry(table)
     return HealthInputs(
         format="iceberg",
         table=table.name,
-        snapshot_id=snapshot_id,
+        snapshot_id=None if current is None else current.snapshot_id,
         files=files,
-        manifest_sizes=manifests,
+        manifest_sizes=[m.manifest_length for m in manifests],
         manifest_target_size=manifest_target,
         snapshot_count=len(times),
         oldest_snapshot_ms=times[0] if times else None,
@@ -84,7 +81,7 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
         expirable_snapshots=expirable,
         expiry_files=expiry_files,
         expiry_bytes=expiry_bytes,
-        metadata_bytes=sum(manifests),
+        metadata_bytes=sum(m.manifest_length for m in manifests),
         delete_arguments={"options": {"delete-file-threshold": "1", "remove-dangling-deletes": "true"}},
         compact_data_options=(
             {"remove-dangling-deletes": "true"} if any(f.content != "data" for f in files) else {}
@@ -92,6 +89,26 @@ def collect_health(table: IcebergTable, progress: Progress = NO_PROGRESS) -> Hea
         delete_files_compactable=True,
         snapshot_times_ms=times,
     )
+
+
+def _live_files(
+    table: IcebergTable, snapshot: Snapshot, manifests: list[ManifestFile], progress: Progress
+) -> list[FileFacts]:
+    """The live files of ``snapshot`` from its manifests (the list read once, for the sizes too), each
+    partition rendered once per spec and value (``files.PartitionRenderer``, as ``lakeformat files``)."""
+    render = PartitionRenderer(table)
+    rendered: dict[tuple[int, tuple[object, ...]], str] = {}
+    per_manifest = decode_manifests(table, manifests, f"snapshot {snapshot.snapshot_id}", None, progress)
+    files = []
+    with gc_paused():  # 100,000 facts that form no cycle: the collector would rescan them over and over
+        for f in (f for found in per_manifest for f in found):
+            key = (f.spec_id, f.partition)
+            partition = rendered.get(key)
+            if partition is None:
+                values = render(f.spec_id, f.partition)
+                partition = rendered[key] = "/".join(f"{k}={v}" for k, v in values.items())
+            files.append(FileFacts(partition, f.content_name, f.record_count, f.file_size))
+    return files
 
 
 def _expiry(table: IcebergTable) -> tuple[int, int, int]:

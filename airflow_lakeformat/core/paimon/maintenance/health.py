@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import time
 
+from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import LakeformatError
 from airflow_lakeformat.core.health.model import FileFacts, HealthInputs
 from airflow_lakeformat.core.health.thresholds import Thresholds
+from airflow_lakeformat.core.io import FileStatus
 from airflow_lakeformat.core.paimon.live_files import live_entries
-from airflow_lakeformat.core.paimon.paths import DataFilePaths
+from airflow_lakeformat.core.paimon.paths import SNAPSHOT_PREFIX, DataFilePaths
+from airflow_lakeformat.core.paimon.snapshot import Snapshot
 from airflow_lakeformat.core.paimon.summary import target_file_size
 from airflow_lakeformat.core.paimon.table import Table
 from airflow_lakeformat.core.progress import NO_PROGRESS, Progress
@@ -62,25 +65,10 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
     )
     manager = table.snapshot_manager
     latest = manager.latest_snapshot()
-    paths = DataFilePaths(table.schema)
-    files = []
-    manifests: list[int] = []
-    if latest is not None:
-        for entry in live_entries(table, latest, progress):
-            f = entry.file
-            files.append(
-                FileFacts(
-                    partition=partition_text(paths.partitions.to_json(entry.partition)),
-                    content="data",
-                    records=f.row_count,
-                    size=f.file_size,
-                    bucket=entry.bucket,
-                    level=f.level,
-                    delete_records=f.delete_row_count or 0,
-                )
-            )
-        manifests = [m.file_size for group in table.data_manifests(latest) for m in group]
-    ids = manager.list_snapshot_ids()
+    files = [] if latest is None else _live_files(table, latest, progress)
+    manifests = [] if latest is None else [m.file_size for g in table.data_manifests(latest) for m in g]
+    listed = table.io.list_dir(manager.snapshot_dir)  # the snapshot ids and their bytes, one listing
+    ids = sorted(i for i in (_snapshot_id(s.name) for s in listed if not s.is_dir) if i is not None)
     times = sorted(s.time_millis for s in table.read_snapshots(ids))
     expirable, expiry_files, expiry_bytes = _expiry(table) if latest is not None else (0, 0, 0)
     return HealthInputs(
@@ -105,7 +93,7 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
         expiry_bytes=expiry_bytes,
         primary_key=bool(table.schema.primary_keys),
         expirable_partitions=_expirable_partitions(table) if latest is not None else None,
-        metadata_bytes=_metadata_bytes(table),
+        metadata_bytes=_metadata_bytes(table, listed),
         delete_arguments={"mode": "full"} if table.schema.primary_keys else {},
         snapshot_times_ms=times,
     )
@@ -136,6 +124,43 @@ def _expirable_partitions(table: Table) -> list[str] | None:
     return [p.joined for p in [*plan.expired, *plan.over_limit]]
 
 
-def _metadata_bytes(table: Table) -> int:
-    dirs = (table.snapshot_manager.snapshot_dir, table.manifest_dir, table.schema_dir)
-    return sum(s.size for d in dirs for s in table.io.list_dir(d) if not s.is_dir)
+def _metadata_bytes(table: Table, snapshot_listing: list[FileStatus]) -> int:
+    """Bytes under ``snapshot/`` (its listing, already made), ``manifest/`` and ``schema/``."""
+    listed = [*snapshot_listing, *table.io.list_dir(table.manifest_dir), *table.io.list_dir(table.schema_dir)]
+    return sum(s.size for s in listed if not s.is_dir)
+
+
+def _snapshot_id(name: str) -> int | None:
+    """The id of a ``snapshot-<id>`` file name (None for the hints and temporary files)."""
+    suffix = name[len(SNAPSHOT_PREFIX) :] if name.startswith(SNAPSHOT_PREFIX) else ""
+    return int(suffix) if suffix.isdigit() else None
+
+
+def _live_files(table: Table, latest: Snapshot, progress: Progress) -> list[FileFacts]:
+    """The live files' facts. A partition is rendered once (100,000 files of 50 partitions render 50 texts);
+    an append table's files hold no DELETE records, so their count is not decoded (0)."""
+    paths = DataFilePaths(table.schema)
+    rendered: dict[bytes, str] = {}
+    primary_key = bool(table.schema.primary_keys)
+    files = []
+    entries = live_entries(table, latest, progress)
+    with gc_paused():  # 100,000 facts that form no cycle: the collector would rescan them over and over
+        for entry in entries:
+            f = entry.file
+            partition = rendered.get(entry.partition)
+            if partition is None:
+                partition = rendered[entry.partition] = partition_text(
+                    paths.partitions.to_json(entry.partition)
+                )
+            files.append(
+                FileFacts(
+                    partition=partition,
+                    content="data",
+                    records=f.row_count,
+                    size=f.file_size,
+                    bucket=entry.bucket,
+                    level=f.level,
+                    delete_records=(f.delete_row_count or 0) if primary_key else 0,
+                )
+            )
+    return files
