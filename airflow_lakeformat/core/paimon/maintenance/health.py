@@ -152,15 +152,8 @@ def _live_files(table: Table, latest: Snapshot, progress: Progress) -> list[File
                 partition = rendered[entry.partition] = partition_text(
                     paths.partitions.to_json(entry.partition)
                 )
+            delete_records = (f.delete_row_count or 0) if primary_key else 0
             files.append(
-                FileFacts(
-                    partition=partition,
-                    content="data",
-                    records=f.row_count,
-                    size=f.file_size,
-                    bucket=entry.bucket,
-                    level=f.level,
-                    delete_records=(f.delete_row_count or 0) if primary_key else 0,
-                )
+                FileFacts(partition, "data", f.row_count, f.file_size, entry.bucket, f.level, delete_records)
             )
     return files
