@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_iceberg_planning.py [--manifests 2000] [--files-per-manifest 20]
         [--columns 10] [--repeat 3] [--out bench/results/iceberg_planning.json]
 
-It writes one snapshot whose manifest list holds ``--manifests`` manifests (pyiceberg's ``write_manifest``),
+It writes (``bench/support/iceberg_planning_table.py``) one snapshot whose manifest list holds ``--manifests`` manifests (pyiceberg's ``write_manifest``),
 each with ``--files-per-manifest`` data entries carrying full per-column metrics for ``--columns`` columns,
 then times, best of ``--repeat`` in this process: ``files_document`` with our fastavro decoder (the
 default), the same with pyiceberg's decoder inside our reader, pyiceberg's ``inspect.files()`` and
@@ -23,101 +23,20 @@ import platform
 import sys
 import tempfile
 import time
-import uuid
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyiceberg.manifest import (
-    DataFile,
-    DataFileContent,
-    FileFormat,
-    ManifestEntry,
-    ManifestEntryStatus,
-    write_manifest,
-    write_manifest_list,
-)
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.schema import Schema
-from pyiceberg.table import Transaction
-from pyiceberg.table.refs import SnapshotRefType
-from pyiceberg.table.snapshots import Operation, Snapshot, Summary
-from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
-from pyiceberg.transforms import IdentityTransform
-from pyiceberg.typedef import Record
-from pyiceberg.types import LongType, NestedField, StringType
-
 from airflow_lakeformat.core.iceberg.catalog.catalog import open_path_table
-from airflow_lakeformat.core.iceberg.catalog.hadoop_catalog import HadoopLayoutCatalog
 from airflow_lakeformat.core.iceberg.metadata.files import files_document
 from airflow_lakeformat.core.iceberg.metadata.live_files import PyIcebergDecoder
-from airflow_lakeformat.core.iceberg.write.commit import commit_with_retry
 
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
 
-def build(root: Path, manifests: int, per_manifest: int, columns: int) -> None:
-    schema = Schema(
-        NestedField(1, "part", StringType(), required=False),
-        *[NestedField(i + 2, f"c{i}", LongType(), required=False) for i in range(columns)],
-    )
-    spec = PartitionSpec(PartitionField(1, 1000, IdentityTransform(), "part"))
-    HadoopLayoutCatalog().create_table(str(root), schema=schema, partition_spec=spec)
-    table = open_path_table(str(root))
-    pyt = table.table
-    metadata = pyt.metadata
-    snapshot_id = metadata.new_snapshot_id()
-    ids = range(1, columns + 2)
-    manifest_files = []
-    for m in range(manifests):
-        path = f"{metadata.location}/metadata/{uuid.uuid4()}-m0.avro"
-        with write_manifest(
-            2, metadata.spec(), schema, pyt.io.new_output(path), snapshot_id, "deflate"
-        ) as writer:
-            for f in range(per_manifest):
-                data_file = DataFile.from_args(
-                    content=DataFileContent.DATA,
-                    file_path=f"{metadata.location}/data/part={m % 50}/file-{m}-{f}.parquet",
-                    file_format=FileFormat.PARQUET,
-                    partition=Record(str(m % 50)),
-                    record_count=1000 + f,
-                    file_size_in_bytes=100_000 + f,
-                    column_sizes={i: 1000 for i in ids},
-                    value_counts={i: 1000 for i in ids},
-                    null_value_counts={i: 0 for i in ids},
-                    lower_bounds={i: (0).to_bytes(8, "little") for i in ids},
-                    upper_bounds={i: (10**6).to_bytes(8, "little") for i in ids},
-                    split_offsets=[4],
-                )
-                data_file.spec_id = 0
-                writer.add(
-                    ManifestEntry.from_args(
-                        status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, data_file=data_file
-                    )
-                )
-        manifest_files.append(writer.to_manifest_file())
-    list_path = f"{metadata.location}/metadata/snap-{snapshot_id}-0-{uuid.uuid4()}.avro"
-    with write_manifest_list(2, pyt.io.new_output(list_path), snapshot_id, None, 1, "deflate") as list_writer:
-        list_writer.add_manifests(manifest_files)
-    snapshot = Snapshot(  # type: ignore[call-arg]
-        snapshot_id=snapshot_id,
-        sequence_number=1,
-        timestamp_ms=int(time.time() * 1000),
-        manifest_list=list_path,
-        summary=Summary(Operation.APPEND),
-        schema_id=0,
-    )
-
-    def stage(tx: Transaction) -> None:
-        tx._apply(
-            (
-                AddSnapshotUpdate(snapshot=snapshot),
-                SetSnapshotRefUpdate(snapshot_id=snapshot_id, ref_name="main", type=SnapshotRefType.BRANCH),  # type: ignore[call-arg]
-            ),
-            (AssertRefSnapshotId(snapshot_id=None, ref="main"),),  # type: ignore[call-arg]
-        )
-
-    commit_with_retry(table, stage)
-
+from bench.support.iceberg_planning_table import build  # noqa: E402  (the table, shared with bench_health.py)
 
 Files = Counter[tuple[str, int]]
 
