@@ -6,7 +6,8 @@ CSS, its charts the inline SVG strings of ``core/health/charts.py`` made from ea
 operations it needs, a link to its section) and one section per table: score, key figures, the
 recommendations with the measure that crossed its threshold, the three charts (file sizes against the
 target, small files and deletes per partition, snapshots over time against the retention), and the link to
-the trigger form of the manual-maintenance DAG with the table filled in.
+the trigger form of the manual-maintenance DAG with the table filled in. Unreadable tables come first, then
+the lowest scores: the tables that need maintenance are on top.
 
 The trigger form (:func:`render_trigger_form`) lists the DAG's Params, each field holding its default but
 ``table`` holding the table; submitting it creates the run through Airflow's own REST API
@@ -202,8 +203,16 @@ def render_page(entries: Sequence[HealthEntry], *, dag_id: str = MANUAL_MAINTENA
             "<code>[lakeformat] health_ui_conn_ids</code>).</p>"
         )
         return _page("Table health", body)
-    sections = "".join(_section(entry, dag_id) for entry in entries)
-    return _page("Table health", intro + _summary(entries) + sections)
+    ordered = sorted(entries, key=attention_order)
+    sections = "".join(_section(entry, dag_id) for entry in ordered)
+    return _page("Table health", intro + _summary(ordered) + sections)
+
+
+def attention_order(entry: HealthEntry) -> tuple[int, int, str, str]:
+    """Unreadable tables first, then the lowest scores (the tables that need maintenance), then by name."""
+    if entry.document is None:
+        return (0, 0, entry.conn_id, entry.table)
+    return (1, int(entry.document.get("score") or 0), entry.conn_id, entry.table)
 
 
 def _field(name: str, param: Mapping[str, Any], value: Any) -> str:

@@ -99,8 +99,14 @@ def create_app() -> FastAPI:
 FASTAPI_APPS: list[dict[str, Any]] = [
     {"app": create_app(), "url_prefix": URL_PREFIX, "name": "Lakeformat table health"}
 ]
+# No icon of its own: the UI's default plugin icon follows the nav's colours (a data-URI image cannot).
 EXTERNAL_VIEWS: list[dict[str, Any]] = [
-    {"name": NAV_NAME, "href": f"{URL_PREFIX}/", "destination": "nav", "url_route": URL_ROUTE}
+    {
+        "name": NAV_NAME,
+        "href": f"{URL_PREFIX}/",
+        "destination": "nav",
+        "url_route": URL_ROUTE,
+    }
 ]
 
 
