@@ -4,10 +4,12 @@ the per-group schema projection (``data_compaction_project``) returns what pyice
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyiceberg.avro.encoder import BinaryEncoder
 from pyiceberg.io.pyarrow import PyArrowFileIO, _to_requested_schema, pyarrow_to_schema
 from pyiceberg.manifest import (
     DataFile,
@@ -24,7 +26,7 @@ from pyiceberg.types import LongType, NestedField, StringType
 
 from airflow_lakeformat.core import avro_blocks
 from airflow_lakeformat.core.iceberg.maintenance.data_compaction_project import GroupProjection
-from airflow_lakeformat.core.iceberg.write.manifest_blocks import blocked_manifest_writer
+from airflow_lakeformat.core.iceberg.write.manifest_blocks import PendingEncoder, blocked_manifest_writer
 
 SCHEMA = Schema(NestedField(1, "id", LongType(), required=True), NestedField(2, "s", StringType()))
 ENTRIES = 600
@@ -90,6 +92,21 @@ def test_blocked_manifest_reads_back_entry_for_entry(tmp_path: Path, content: Ma
         assert entry.data_file.record_count == 1000 + n
         assert entry.data_file.null_value_counts == {1: 0, 2: n % 3}
         assert entry.data_file.upper_bounds == {1: (n + 999).to_bytes(8, "little")}
+
+
+def test_pending_encoder_writes_pyiceberg_s_bytes() -> None:
+    values = [*range(-300, 300), 2**31, -(2**31) - 1, 2**63 - 1, -(2**63), 10**12, True, False]
+    ours, theirs = io.BytesIO(), io.BytesIO()
+    fast, reference = PendingEncoder(ours), BinaryEncoder(theirs)
+    for value in values:
+        fast.write_int(value)
+        reference.write_int(value)
+    for text in ("", "abc", "é" * 70, "x" * 300):
+        fast.write_utf8(text)
+        reference.write_utf8(text)
+        fast.write_bytes(text.encode())
+        reference.write_bytes(text.encode())
+    assert ours.getvalue() == theirs.getvalue()
 
 
 def _file_batch(ids: list[int | None], field_id: int = 1) -> pa.RecordBatch:

@@ -11,7 +11,9 @@ Algorithm (:class:`BlockedAvroOutputFile`, the ``AvroOutputFile`` the writers be
 1. The header is pyiceberg's (schema with field ids, codec from ``write.avro.compression-codec``, metadata),
    unchanged, so the file stays the manifest pyiceberg and Java read.
 2. ``write_block(objects)`` encodes the records with pyiceberg's resolved writer tree into a pending buffer;
-   nothing is framed yet.
+   nothing is framed yet. The encoder (:class:`PendingEncoder`) writes the same bytes as pyiceberg's
+   ``BinaryEncoder`` (zig-zag varints, length-prefixed bytes and strings) with one buffer write per value instead
+   of one per varint byte, and the one-byte varints (-64 to 63: counts, ids, statuses, most lengths) looked up.
 3. Once the pending bytes reach ``block_bytes``, or when the file is closed without an error, they are framed as
    one block: record count, byte length of the (compressed) content, the content, the file's sync marker; the
    codec is pyiceberg's (deflate, zstd, snappy or none).
@@ -54,6 +56,40 @@ if TYPE_CHECKING:
 
 D = TypeVar("D", bound=StructProtocol)
 
+#: The zig-zag varint of every value that takes one byte.
+_ONE_BYTE = {value: bytes([((value << 1) ^ (value >> 63)) & 0x7F]) for value in range(-64, 64)}
+
+
+class PendingEncoder(BinaryEncoder):
+    """pyiceberg's ``BinaryEncoder`` into a ``BytesIO``, the same bytes with fewer calls (step 2)."""
+
+    def __init__(self, output_stream: io.BytesIO) -> None:
+        super().__init__(output_stream)
+        self._write = output_stream.write
+
+    def write(self, b: bytes) -> None:
+        self._write(b)
+
+    def write_int(self, integer: int) -> None:
+        one = _ONE_BYTE.get(integer)
+        if one is not None:
+            self._write(one)
+            return
+        datum = (integer << 1) ^ (integer >> 63)
+        out = bytearray()
+        while datum & ~0x7F:
+            out.append((datum & 0x7F) | 0x80)
+            datum >>= 7
+        out.append(datum)
+        self._write(out)
+
+    def write_bytes(self, b: bytes) -> None:
+        self.write_int(len(b))
+        self._write(b)
+
+    def write_utf8(self, s: str) -> None:
+        self.write_bytes(s.encode("utf-8"))
+
 
 class BlockedAvroOutputFile(AvroOutputFile[D]):
     """pyiceberg's Avro container writer, records gathered into blocks of about ``block_bytes`` (steps 2-4)."""
@@ -62,7 +98,7 @@ class BlockedAvroOutputFile(AvroOutputFile[D]):
         super().__init__(*args, **kwargs)
         self.block_bytes = max(1, block_bytes)
         self._pending = io.BytesIO()
-        self._pending_encoder = BinaryEncoder(self._pending)
+        self._pending_encoder = PendingEncoder(self._pending)
         self._pending_count = 0
         self.blocks_written = 0
 
