@@ -36,8 +36,10 @@ volumes are temporary directories. Nothing else is changed; in particular every 
   Iceberg DAG run by the triggerer's ``AssetWatcher`` event for that snapshot (its consumed events come from
   the watcher, not a task, and its XCom names the snapshot), and the Iceberg sensor deferred in the triggerer
   completing with a second ingest's snapshot; every event of the Iceberg table's Asset is the watcher's, one
-  per ingest, none for the manifest compaction's ``replace``. The REST-driven scenarios live in
-  ``compose_dag_runs.py``.
+  per ingest, none for the manifest compaction's ``replace``; then the provider's "Table health" page in
+  headless Chromium (each table's score, charts, recommendations and prefilled trigger link; the screenshot)
+  and ``lakeformat_auto_maintenance`` running exactly what each table's health recommends. The REST-driven
+  scenarios live in ``compose_dag_runs.py``, the browser and the automatic maintenance in ``compose_ui.py``.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ from tests.airflow.compose_dag_runs import (
     wait_for,
     xcom,
 )
+from tests.airflow.compose_ui import health_page_and_auto_maintenance
 from tests.airflow.test_compose import compose
 
 pytestmark = [pytest.mark.airflow, pytest.mark.slow, pytest.mark.s3, pytest.mark.spark]
@@ -697,7 +700,7 @@ def asset_uris(condition):  # an Asset, or AssetAll/AssetAny of them
     return [uri for part in getattr(condition, "objects", ()) for uri in asset_uris(part)]
 
 def asset_ref(task_id, uri):  # a lakeformat://<conn_id>/<table> Asset is placed as its tasks will place it
-    conn_id, name = split_asset_uri(uri)
+    conn_id, name = split_asset_uri(uri.removeprefix("x-lakeformat-health:"))  # a health watcher's: its table
     return {"task": task_id, "kind": "asset", "asset": uri, "uri": LakeformatHook(conn_id).resolve(name).target}
 
 report = {"errors": {k: str(v)[-2000:] for k, v in bag.import_errors.items()}, "dags": {}}
@@ -757,11 +760,16 @@ def test_every_example_dag_resolves_its_table_to_the_s3_warehouse(stack: Stack) 
     # under the same S3 warehouse (a Paimon and an Iceberg table cannot share one root).
     iceberg_dags = ("lakeformat_iceberg_maintenance", ICEBERG_INGEST, ICEBERG_WATCHED, ICEBERG_SENSOR)
     tables = dict.fromkeys(iceberg_dags, f"{warehouse}/{ICEBERG_DEMO_TABLE}")
+    # lakeformat_auto_maintenance names its tables when it runs (its tables/namespace Params, resolve_tables):
+    # none at parse time; the stack test runs it over the S3 warehouse's tables (compose_ui.py).
+    runtime_tables = {"lakeformat_auto_maintenance"}
     for dag_id, dag in report["dags"].items():
         refs = dag["refs"]
-        assert any(ref["kind"] == "table" for ref in refs) or any(ref["kind"] == "asset" for ref in refs), (
-            f"{dag_id} names no table"
-        )
+        assert (
+            dag_id in runtime_tables
+            or any(ref["kind"] == "table" for ref in refs)
+            or any(ref["kind"] == "asset" for ref in refs)
+        ), f"{dag_id} names no table"
         for ref in refs:
             expected = f"{warehouse}/_staging" if ref["kind"] == "staging" else tables.get(dag_id, table)
             assert ref["uri"] == expected, (dag_id, ref)
@@ -774,6 +782,7 @@ def test_every_example_dag_resolves_its_table_to_the_s3_warehouse(stack: Stack) 
     assert assets == {
         "lakeformat://lakeformat_default/demo.events",
         "lakeformat://lakeformat_default/demo.events_iceberg",
+        "x-lakeformat-health:lakeformat://lakeformat_default/demo.events",  # lakeformat_health_watch's watcher
     }
     assert ("lakeformat_iceberg_maintenance", "table") in kinds, "the Iceberg DAG's table was resolved"
     # The Iceberg ingest writes the table, with no outlet (its staging directory is placed under the warehouse
@@ -864,14 +873,19 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         )
         assert stack.api("GET", "importErrors")["import_errors"] == []
         paused = {d["dag_id"]: d["is_paused"] for d in dags}
-        # New DAGs start unpaused in the stack, except the scheduled maintenance, which deletes files.
-        assert paused.pop("lakeformat_maintenance") is True
+        # New DAGs start unpaused in the stack, except those that change tables on their own (scheduled or
+        # started by a health watcher): they delete files.
+        for dag_id in ("lakeformat_maintenance", "lakeformat_auto_maintenance"):
+            assert paused.pop(dag_id) is True, dag_id
+        assert paused.pop("lakeformat_health_watch") is True
         assert {ICEBERG_INGEST, ICEBERG_WATCHED, ICEBERG_SENSOR} <= set(paused), paused
         assert set(paused.values()) == {False}, paused
-        # The Paimon table's (the ingest's outlet) and the Iceberg table's (the watched Asset).
+        # The Paimon table's (the ingest's outlet), the Iceberg table's (the watched Asset) and the Paimon
+        # table's health, which lakeformat_health_watch's AssetWatcher watches.
         assert {a["uri"] for a in stack.api("GET", "assets")["assets"]} == {
             "lakeformat://lakeformat_default/demo.events",
             "lakeformat://lakeformat_default/demo.events_iceberg",
+            "x-lakeformat-health:lakeformat://lakeformat_default/demo.events",
         }
         assert stack.request("GET", "connections/lakeformat_default")[0] == 404
         stack.api(
@@ -927,6 +941,8 @@ def test_the_stack_starts_and_runs_the_example_dags_on_s3(migrated: Stack) -> No
         # The maintenance first: it counts the Iceberg table's metadata files and snapshots from its creation.
         appended = manual_maintenance_of_both_formats(stack)
         iceberg_ingest_and_downstream(stack, appended)
+        # The UI's "Table health" page in headless Chromium, then lakeformat_auto_maintenance (compose_ui.py).
+        print(f"UI page and auto maintenance: {health_page_and_auto_maintenance(stack, connection)}")
     finally:
         stack.withheld.clear()
         stack.stop_all()
