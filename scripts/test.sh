@@ -52,7 +52,7 @@ step "setup_iceberg_oracle" bash scripts/setup_iceberg_oracle.sh
 # one lands there): spark, interop and iceberg. Each stream's output is printed whole when
 # both are done, then one closing line with the sums. Every test's time is kept in test-results/stream-*.xml
 # (JUnit XML; scripts/test_times.py sums them per file and per stream).
-STREAM_A=(tests/airflow tests/stateful tests/s3 tests/commit tests/unit tests/maintenance)
+STREAM_A=(tests/airflow tests/stateful tests/commit tests/unit tests/maintenance)
 pytest_streams() {
   local log_a log_b pid_a pid_b rc_a rc_b
   log_a="$(mktemp)"; log_b="$(mktemp)"
