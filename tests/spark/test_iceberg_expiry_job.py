@@ -1,4 +1,5 @@
-"""The ``expire_snapshots`` Spark job on Iceberg tables, through a real ``spark-submit`` (local[2]).
+"""The ``expire_snapshots`` Spark job on Iceberg tables, through a real ``spark-submit`` (local[2]); dry runs
+through the job's ``main`` on the process's shared ``local[2]`` session (``tests/spark/conftest.py``).
 
 Dry runs are compared with the in-process operation (``core/iceberg/maintenance/expiry.py``) on the same table; real runs
 with the in-process run on a table with the same history built alongside: the same files by kind, the same

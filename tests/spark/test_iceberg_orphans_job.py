@@ -1,4 +1,5 @@
-"""The ``remove_orphan_files`` Spark job on Iceberg tables, through a real ``spark-submit`` (local[2]).
+"""The ``remove_orphan_files`` Spark job on Iceberg tables, through a real ``spark-submit`` (local[2]); dry runs
+through the job's ``main`` on the process's shared ``local[2]`` session (``tests/spark/conftest.py``).
 
 Every run is compared with the in-process operation (``core/iceberg/maintenance/orphans.py``): on the same table for dry
 runs, and on an identical table built alongside (same history, planted files, ages) for real runs, whose

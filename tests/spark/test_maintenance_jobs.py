@@ -1,4 +1,6 @@
-"""The remove_orphan_files and expire_snapshots Spark jobs, run through a real ``spark-submit`` (local[2]).
+"""The remove_orphan_files and expire_snapshots Spark jobs, run through a real ``spark-submit`` (local[2]), or,
+for dry runs and the orphan runs beside a submitted expiry, through the job's ``main`` on the process's shared
+``local[2]`` session (``tests/spark/conftest.py``).
 
 Every job run is compared with the driver-side operation on an identical copy of the table: the
 same result document (less the table path, duration, job and mode), the same files left behind.

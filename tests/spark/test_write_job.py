@@ -1,4 +1,5 @@
-"""The ``write`` Spark job through a real ``spark-submit`` (``local[2]``), read back by real pypaimon.
+"""The ``write`` Spark job through a real ``spark-submit`` (``local[2]``), read back by real pypaimon (the last,
+idempotent re-run in process, on the shared session of ``tests/spark/conftest.py``).
 
 One table goes through an executor failure mid-write, a driver killed before its commit, the
 re-run that converges, and a second re-run that finds the landed snapshot; orphan cleanup then
