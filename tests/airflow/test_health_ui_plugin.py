@@ -41,11 +41,11 @@ def two_tables(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, airflow_db: None
 def client(monkeypatch: pytest.MonkeyPatch) -> Any:
     from fastapi.testclient import TestClient
 
-    from airflow_lakeformat.plugins import health_tables, health_ui
+    from airflow_lakeformat.plugins import health_app, health_tables
 
     health_tables.CACHE.clear()
-    app = health_ui.create_app()
-    app.dependency_overrides[health_ui.read_connections] = lambda: None
+    app = health_app.create_app()
+    app.dependency_overrides[health_app.read_connections] = lambda: None
     return TestClient(app)
 
 
@@ -86,7 +86,7 @@ def test_the_trigger_form_holds_the_dags_params_with_the_table_filled_in(
 ) -> None:
     import importlib.util
 
-    from airflow_lakeformat.plugins import health_ui
+    from airflow_lakeformat.plugins import health_app
 
     path = Path(__file__).resolve().parents[2] / "dags" / "lakeformat_manual_maintenance.py"
     spec = importlib.util.spec_from_file_location("ui_manual_maintenance", path)
@@ -98,7 +98,9 @@ def test_the_trigger_form_holds_the_dags_params_with_the_table_filled_in(
         name: {"value": p.value, "schema": p.schema, "description": p.description}
         for name, p in ((n, params.get_param(n)) for n in params)
     }
-    monkeypatch.setattr(health_ui, "dag_params", lambda dag_id: real if dag_id == module.dag.dag_id else None)
+    monkeypatch.setattr(
+        health_app, "dag_params", lambda dag_id: real if dag_id == module.dag.dag_id else None
+    )
     html = client.get("/trigger", params={"dag_id": module.dag.dag_id, "table": "demo.small_files"}).text
     assert 'name="table" id="p-table"' in html and 'value="demo.small_files"' in html
     assert re.search(r'name="dry_run"[^>]* checked', html), "dry run stays ticked by default"
@@ -112,7 +114,9 @@ def test_the_page_needs_a_signed_in_user() -> None:
 
     from airflow_lakeformat.plugins import health_ui
 
-    assert TestClient(health_ui.create_app()).get("/").status_code == 401
+    # Through the plugin's mounted (lazy) app, as the api-server serves it.
+    [mounted] = health_ui.LakeformatHealthPlugin.fastapi_apps
+    assert TestClient(mounted["app"]).get("/").status_code == 401
 
 
 def test_the_provider_registers_the_plugin_with_a_nav_view() -> None:
