@@ -13,7 +13,10 @@ The rules (the thresholds are ``core/health/thresholds.py``'s, the score ``core/
   its delete ratio is under ``delete-ratio`` (rewriting the delete files is enough).
 - ``compact_manifests``: at least ``max-small-manifests`` manifests under the manifest target size.
 - ``expire_snapshots``: the expiry plan, a dry run with the table's own retention, would remove at least
-  ``min-expirable-snapshots`` snapshots. Expected: its snapshot, file and byte counts.
+  ``min-expirable-snapshots`` snapshots. Expected: its snapshot, file and byte counts. When the plan stopped
+  at Paimon's ``snapshot.expire.limit`` (at most that many snapshots per run) short of what the retention
+  expires, the arguments add ``max_deletes`` (the facade's limit of the run) to cover them all, and the
+  expectation names both counts (the files and bytes are the limited plan's).
 - ``remove_orphan_files`` (only when asked, ``health(orphans=True)`` / ``--orphans``): the orphan cleanup's
   dry run (the format's age rule: Paimon 1 day, Iceberg 3 days) finds at least ``min-orphan-files`` files.
 - ``expire_partitions`` (Paimon): at least ``min-expirable-partitions`` partitions past
@@ -40,13 +43,14 @@ This module is neutral: it imports no format.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
 from airflow_lakeformat.core.health.model import (
     ChartFacts,
     FileFacts,
+    FileGroup,
     HealthInputs,
     PartitionHealth,
     Recommendation,
@@ -58,17 +62,33 @@ from airflow_lakeformat.core.maintenance.deletion import DeleteRequest
 from airflow_lakeformat.core.maintenance.results import human_bytes
 
 DELETE_CONTENTS = ("position-deletes", "equality-deletes")
+GroupKey = tuple[str, int | None]  # (partition, bucket)
 
 
-def sorted_runs(files: Iterable[FileFacts]) -> int:
-    """Paimon's sorted runs of one bucket: each level-0 file, plus one per non-empty higher level."""
-    level0, higher = 0, set()
-    for f in files:
-        if f.level == 0:
-            level0 += 1
+def compaction_groups(inputs: HealthInputs) -> dict[GroupKey, FileGroup]:
+    """The live data files by compaction group: the collector's :class:`FileGroup` s with its data
+    :class:`FileFacts` counted in."""
+    groups: dict[GroupKey, FileGroup] = {}
+    for g in inputs.groups:
+        key = (g.partition, g.bucket)
+        if key in groups:  # a collector may hand one group in parts
+            merged = groups[key]
+            merged.sizes += g.sizes
+            merged.records += g.records
+            merged.delete_records += g.delete_records
+            merged.level0 += g.level0
+            merged.levels |= g.levels
         else:
-            higher.add(f.level)
-    return level0 + len(higher)
+            groups[key] = FileGroup(g.partition, g.bucket, list(g.sizes), g.records, g.delete_records,
+                                    g.level0, set(g.levels))  # fmt: skip
+    for f in inputs.files:
+        if f.content == "data":
+            key = (f.partition, f.bucket)
+            group = groups.get(key)
+            if group is None:
+                group = groups[key] = FileGroup(f.partition, f.bucket)
+            group.add(f)
+    return groups
 
 
 def assess(inputs: HealthInputs, policy: AppliedPolicy | None = None) -> TableHealth:
@@ -83,23 +103,21 @@ def assess(inputs: HealthInputs, policy: AppliedPolicy | None = None) -> TableHe
         inputs = replace(inputs, thresholds=policy.thresholds)
     t = inputs.thresholds
     small_limit = int(inputs.target_file_size * t.small_file_ratio)
-    data = [f for f in inputs.files if f.content == "data"]
     deletes = [f for f in inputs.files if f.content in DELETE_CONTENTS]
-    groups: dict[tuple[str, int | None], list[FileFacts]] = defaultdict(list)
-    for f in data:
-        groups[(f.partition, f.bucket)].append(f)
+    groups = compaction_groups(inputs)
+    small = {key: _small(g.sizes, small_limit) for key, g in groups.items()}
     small_groups = {
-        key: [f for f in files if f.size < small_limit]
-        for key, files in groups.items()
-        if not inputs.primary_key and sum(1 for f in files if f.size < small_limit) >= t.min_small_files
+        key: found for key, found in small.items() if not inputs.primary_key and found[0] >= t.min_small_files
     }
-    runs = {key: sorted_runs(files) for key, files in groups.items()} if inputs.primary_key else {}
+    runs = {key: g.sorted_runs for key, g in groups.items()} if inputs.primary_key else {}
     over_trigger = {key: n for key, n in runs.items() if n >= t.max_sorted_runs}
-    partitions = _partitions(data, deletes, small_limit, runs)
-    records = sum(f.records for f in data)
-    compactable_small = sum(len(files) for files in small_groups.values())
-    deletes_section = _delete_section(inputs, data, deletes, runs, over_trigger)
-    score, penalties = _score(inputs, deletes_section, len(data), compactable_small, records, len(runs))
+    partitions = _partitions(groups, small, deletes, runs)
+    data_files = sum(len(g.sizes) for g in groups.values())
+    data_bytes = sum(sum(g.sizes) for g in groups.values())
+    records = sum(g.records for g in groups.values())
+    compactable_small = sum(n for n, _ in small_groups.values())
+    deletes_section = _delete_section(inputs, groups, deletes, runs, over_trigger)
+    score, penalties = _score(inputs, deletes_section, data_files, compactable_small, records, len(runs))
     manifests_small = sum(1 for n in inputs.manifest_sizes if n < inputs.manifest_target_size)
     recommendations = [
         *_partition_expiry(inputs),
@@ -116,14 +134,14 @@ def assess(inputs: HealthInputs, policy: AppliedPolicy | None = None) -> TableHe
         score=score,
         penalties=penalties,
         files={
-            "dataFiles": len(data),
-            "dataBytes": sum(f.size for f in data),
+            "dataFiles": data_files,
+            "dataBytes": data_bytes,
             "records": records,
-            "smallFiles": sum(1 for f in data if f.size < small_limit),
+            "smallFiles": sum(n for n, _ in small.values()),
             "compactableSmallFiles": compactable_small,
             "smallFileThreshold": small_limit,
             "targetFileSize": inputs.target_file_size,
-            "averageFileSize": sum(f.size for f in data) // len(data) if data else 0,
+            "averageFileSize": data_bytes // data_files if data_files else 0,
             "partitions": len(partitions),
         },
         deletes=deletes_section,
@@ -142,12 +160,18 @@ def assess(inputs: HealthInputs, policy: AppliedPolicy | None = None) -> TableHe
     )
 
 
+def _small(sizes: list[int], small_limit: int) -> tuple[int, int]:
+    """(how many, their bytes) of ``sizes`` under ``small_limit``."""
+    found = [size for size in sizes if size < small_limit]
+    return len(found), sum(found)
+
+
 def _delete_section(
     inputs: HealthInputs,
-    data: list[FileFacts],
+    groups: dict[GroupKey, FileGroup],
     deletes: list[FileFacts],
-    runs: dict[tuple[str, int | None], int],
-    over_trigger: dict[tuple[str, int | None], int],
+    runs: dict[GroupKey, int],
+    over_trigger: dict[GroupKey, int],
 ) -> dict[str, Any]:
     """The document's ``deletes`` section."""
     return {
@@ -157,7 +181,7 @@ def _delete_section(
         "positionDeleteRecords": sum(f.records for f in deletes if f.content == "position-deletes"),
         "equalityDeleteFiles": sum(1 for f in deletes if f.content == "equality-deletes"),
         "equalityDeleteRecords": sum(f.records for f in deletes if f.content == "equality-deletes"),
-        "deleteRecords": sum(f.delete_records for f in data),
+        "deleteRecords": sum(g.delete_records for g in groups.values()),
         "maxSortedRuns": max(runs.values()) if runs else None,
         "bucketsOverTrigger": len(over_trigger) if inputs.primary_key else None,
     }
@@ -202,26 +226,33 @@ def _apply_policy(
 
 
 def _partitions(
-    data: list[FileFacts], deletes: list[FileFacts], small_limit: int, runs: dict[tuple[str, int | None], int]
+    groups: dict[GroupKey, FileGroup],
+    small: dict[GroupKey, tuple[int, int]],
+    deletes: list[FileFacts],
+    runs: dict[GroupKey, int],
 ) -> list[PartitionHealth]:
-    by_partition: dict[str, list[FileFacts]] = defaultdict(list)
-    for f in [*data, *deletes]:
-        by_partition[f.partition].append(f)
+    by_partition: dict[str, list[GroupKey]] = defaultdict(list)
+    for key in groups:
+        by_partition[key[0]].append(key)
+    deletes_of: dict[str, list[FileFacts]] = defaultdict(list)
+    for f in deletes:
+        deletes_of[f.partition].append(f)
+        by_partition.setdefault(f.partition, [])
     result = []
     for name in sorted(by_partition):
-        files = by_partition[name]
-        part_data = [f for f in files if f.content == "data"]
-        part_runs = [n for (p, _), n in runs.items() if p == name]
+        keys = by_partition[name]
+        part_deletes = deletes_of.get(name, [])
+        part_runs = [runs[key] for key in keys if key in runs]
         result.append(
             PartitionHealth(
                 partition=name,
-                data_files=len(part_data),
-                data_bytes=sum(f.size for f in part_data),
-                records=sum(f.records for f in part_data),
-                small_files=sum(1 for f in part_data if f.size < small_limit),
-                delete_files=len(files) - len(part_data),
-                delete_records=sum(f.records for f in files if f.content != "data")
-                + sum(f.delete_records for f in part_data),
+                data_files=sum(len(groups[key].sizes) for key in keys),
+                data_bytes=sum(sum(groups[key].sizes) for key in keys),
+                records=sum(groups[key].records for key in keys),
+                small_files=sum(small[key][0] for key in keys),
+                delete_files=len(part_deletes),
+                delete_records=sum(f.records for f in part_deletes)
+                + sum(groups[key].delete_records for key in keys),
                 sorted_runs=max(part_runs) if part_runs else None,
             )
         )
@@ -230,21 +261,18 @@ def _partitions(
 
 def _data_compaction(
     inputs: HealthInputs,
-    small_groups: dict[tuple[str, int | None], list[FileFacts]],
-    over_trigger: dict[tuple[str, int | None], int],
+    small_groups: dict[GroupKey, tuple[int, int]],
+    over_trigger: dict[GroupKey, int],
     partitions: list[PartitionHealth],
 ) -> list[Recommendation]:
     """At most one ``compact_data`` (its reasons joined, the first one's metric) and Iceberg's ``compact_deletes``."""
     t = inputs.thresholds
     found: list[Recommendation] = []
     if small_groups:
-        worst = max(len(files) for files in small_groups.values())
-        count = sum(len(files) for files in small_groups.values())
-        size = sum(f.size for files in small_groups.values() for f in files)
-        after = sum(
-            max(1, -(-sum(f.size for f in files) // inputs.target_file_size))
-            for files in small_groups.values()
-        )
+        worst = max(n for n, _ in small_groups.values())
+        count = sum(n for n, _ in small_groups.values())
+        size = sum(b for _, b in small_groups.values())
+        after = sum(max(1, -(-b // inputs.target_file_size)) for _, b in small_groups.values())
         found.append(
             Recommendation(
                 "compact_data",
@@ -349,19 +377,32 @@ def _manifest_compaction(inputs: HealthInputs, small: int) -> list[Recommendatio
 
 
 def _snapshot_expiry(inputs: HealthInputs) -> list[Recommendation]:
+    """``expire_snapshots``; when the expiry plan stopped at the format's per-run limit (Paimon
+    ``snapshot.expire.limit``) before the end of what the retention expires, the arguments lift the limit
+    for the run (``inputs.expiry_arguments``: ``max_deletes``) and the expectation says so."""
     t = inputs.thresholds
-    if inputs.expirable_snapshots < t.min_expirable_snapshots:
+    planned = inputs.expirable_snapshots
+    if planned < t.min_expirable_snapshots:
         return []
+    total = max(planned, inputs.expirable_unlimited or 0)
+    freed = f"{inputs.expiry_files} files ({human_bytes(inputs.expiry_bytes)}) deleted"
+    expected = f"{planned} snapshot(s) removed, {freed}"
+    arguments: dict[str, Any] = {"dry_run": False}
+    if total > planned:
+        expected = (
+            f"{total} snapshot(s) removed in one run (max_deletes={total} lifts snapshot.expire.limit "
+            f"{inputs.expire_limit}); the first {planned}: {freed}"
+        )
+        arguments.update(inputs.expiry_arguments)
     return [
         Recommendation(
             "expire_snapshots",
-            f"{inputs.expirable_snapshots} snapshot(s) are past the table's retention",
+            f"{total} snapshot(s) are past the table's retention",
             "expirableSnapshots",
-            inputs.expirable_snapshots,
+            planned,
             t.min_expirable_snapshots,
-            f"{inputs.expirable_snapshots} snapshot(s) removed, {inputs.expiry_files} files "
-            f"({human_bytes(inputs.expiry_bytes)}) deleted",
-            {"dry_run": False},
+            expected,
+            arguments,
         )
     ]
 

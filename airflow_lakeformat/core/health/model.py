@@ -2,8 +2,9 @@
 
 A format's collector (``core/paimon/maintenance/health.py``, ``core/iceberg/maintenance/health.py``) reads
 the table's METADATA only (snapshots, manifest lists, manifests, the expiry plan's dry run; never a data
-file) and fills a :class:`HealthInputs`: one :class:`FileFacts` per live file, the manifests' sizes, the
-snapshots' times, the table's target sizes and retention, what snapshot (and Paimon partition) expiry would
+file) and fills a :class:`HealthInputs`: the live files, one :class:`FileFacts` each (Iceberg) or summed
+per compaction group while scanning, :class:`FileGroup` (Paimon: 100,000 files, no object each), the
+manifests' sizes, the snapshots' times, the table's target sizes and retention, what snapshot (and Paimon partition) expiry would
 remove. ``core/health/assess.py`` turns it into a :class:`TableHealth`: per-partition figures
 (:class:`PartitionHealth`), the score (``core/health/score.py``) and the :class:`Recommendation` list.
 
@@ -46,6 +47,7 @@ This module is neutral: it imports no format.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -88,13 +90,53 @@ class FileFacts:
     delete_records: int = 0
 
 
+@dataclass
+class FileGroup:
+    """The live data files of one compaction group, summed as a collector scans them (Paimon: a (partition,
+    bucket); 100,000 files of 50 groups make 50 of these instead of 100,000 :class:`FileFacts`).
+
+    Attributes:
+        partition, bucket: as in :class:`FileFacts`.
+        sizes: each data file's size (the small-file count and the size histogram need every one).
+        records: the files' records.
+        delete_records: the DELETE records their metadata counts (Paimon).
+        level0: files at Paimon's LSM level 0.
+        levels: the other levels the files are at (sorted runs: ``level0 + len(levels)``).
+    """
+
+    partition: str
+    bucket: int | None
+    sizes: list[int] = field(default_factory=list)
+    records: int = 0
+    delete_records: int = 0
+    level0: int = 0
+    levels: set[int | None] = field(default_factory=set)
+
+    @property
+    def sorted_runs(self) -> int:
+        """Paimon's sorted runs: each level-0 file, plus one per non-empty higher level."""
+        return self.level0 + len(self.levels)
+
+    def add(self, f: FileFacts) -> None:
+        """Count one data file in."""
+        self.sizes.append(f.size)
+        self.records += f.records
+        self.delete_records += f.delete_records
+        if f.level == 0:
+            self.level0 += 1
+        else:
+            self.levels.add(f.level)
+
+
 @dataclass(frozen=True)
 class HealthInputs:
     """What a format's collector read from the metadata.
 
     Attributes:
         format, table, snapshot_id: the table and the snapshot described (None: no snapshot).
-        files: every live file of the snapshot.
+        files: the live files of the snapshot the collector gives one by one (Iceberg: every one).
+        groups: the live data files it summed by compaction group instead (Paimon); a file is in ``files``
+            or in ``groups``, never both.
         manifest_sizes: the size of each manifest the snapshot reads.
         manifest_target_size: the manifest target size; a manifest under it is small.
         snapshot_count: the snapshots the table keeps.
@@ -118,6 +160,11 @@ class HealthInputs:
             ``rewrite_position_delete_files``).
         snapshot_times_ms: commit times of the snapshots the collector read, ascending (the report's
             snapshot chart; empty when not read).
+        expire_limit: the most snapshots one expiry run removes (Paimon ``snapshot.expire.limit``; None: no
+            limit), which bounds ``expirable_snapshots``.
+        expirable_unlimited: the snapshots past the retention without that limit (None: not computed); the
+            recommendation then adds ``expiry_arguments`` (the facade's ``max_deletes``) so that one run
+            expires them all.
     """
 
     format: TableFormat
@@ -145,6 +192,10 @@ class HealthInputs:
     compact_data_options: dict[str, str] = field(default_factory=dict)
     delete_files_compactable: bool = False
     snapshot_times_ms: list[int] = field(default_factory=list)
+    groups: list[FileGroup] = field(default_factory=list)
+    expire_limit: int | None = None
+    expirable_unlimited: int | None = None
+    expiry_arguments: dict[str, Any] = field(default_factory=dict)
 
 
 #: At most this many buckets with a step of 2; beyond, the step is 4.
@@ -179,14 +230,18 @@ class FileSizeHistogram:
         """
         if not sizes:
             return cls([], [], target_file_size, small_file_threshold)
-        low = _log2(min(sizes))
-        high = _log2(max(*sizes, target_file_size)) + 1
+        # Files by floor(log2(size)) (0 for sizes <= 1): the bit lengths, counted in C.
+        by_log = Counter(map(int.bit_length, sizes))
+        if 0 in by_log:
+            by_log[1] += by_log.pop(0)
+        low = min(by_log) - 1
+        high = max(max(by_log) - 1, _log2(target_file_size)) + 1
         step = 1 if high - low <= MAX_DOUBLING_BUCKETS else 2
         high = low + -(-(high - low) // step) * step
         edges = [1 << e for e in range(low, high + 1, step)]
         counts = [0] * (len(edges) - 1)
-        for size in sizes:
-            counts[max(0, _log2(size) - low) // step] += 1
+        for bits, n in by_log.items():
+            counts[(bits - 1 - low) // step] += n
         return cls(edges, counts, target_file_size, small_file_threshold)
 
     def to_json(self) -> dict[str, Any]:
@@ -237,7 +292,8 @@ class ChartFacts:
         age, keep = retention_limits(inputs.retention)
         return cls(
             file_sizes=FileSizeHistogram.of(
-                [f.size for f in inputs.files if f.content == "data"],
+                [f.size for f in inputs.files if f.content == "data"]
+                + [s for g in inputs.groups for s in g.sizes],
                 target_file_size=inputs.target_file_size,
                 small_file_threshold=int(inputs.target_file_size * inputs.thresholds.small_file_ratio),
             ),

@@ -452,6 +452,14 @@ class ScannedManifestEntry(ManifestEntry):
 _entry_plans: dict[bytes, _EntryPlan] = {}
 
 
+def entry_plan(schema_json: bytes) -> _EntryPlan:
+    """The planning decode's plan of a writer schema (its pattern and groups), compiled once per process."""
+    plan = _entry_plans.get(schema_json)
+    if plan is None:
+        plan = _entry_plans[schema_json] = _EntryPlan(schema_json)
+    return plan
+
+
 def decode_manifest_for_planning(data: bytes, path: str) -> list[ManifestEntry]:
     """A manifest's entries as :func:`avro.decode_manifest` gives them (same values, same refusals),
     with each entry's identity decoded now and the rest of it when first read."""
@@ -463,9 +471,7 @@ def decode_manifest_for_planning(data: bytes, path: str) -> list[ManifestEntry]:
 
 def _scan_entries(data: bytes) -> list[ManifestEntry]:
     container = avro_blocks.split_container(data)
-    plan = _entry_plans.get(container.schema_json)
-    if plan is None:
-        plan = _entry_plans[container.schema_json] = _EntryPlan(container.schema_json)
+    plan = entry_plan(container.schema_json)
     scanner = plan.scanner
     if scanner.pattern is None:
         raise _FastPathFailed("schema")

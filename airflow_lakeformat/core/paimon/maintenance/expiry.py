@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -280,10 +280,13 @@ def _expiry_range(
     now_millis: int,
     decisions: list[str],
     snapshot: Callable[[int], Snapshot] | None = None,
+    exists: Callable[[int], bool] | None = None,
+    bounds: tuple[int | None, int | None] | None = None,
 ) -> tuple[int | None, int | None, int | None, int | None]:
-    """(earliest, latest, begin, end): expire ``[begin, end)``; begin/end None when nothing expires."""
-    latest = manager.latest_snapshot_id()
-    earliest = manager.earliest_snapshot_id()
+    """(earliest, latest, begin, end): expire ``[begin, end)``; begin/end None when nothing expires.
+    ``exists`` and ``bounds`` (earliest, latest): what a caller already knows instead of the files."""
+    exists = exists or manager.snapshot_exists
+    earliest, latest = bounds or (manager.earliest_snapshot_id(), manager.latest_snapshot_id())
     if latest is None or earliest is None:
         decisions.append("the table has no snapshots")
         return earliest, latest, None, None
@@ -310,7 +313,7 @@ def _expiry_range(
     threshold = now_millis - int(options.time_retained.total_seconds() * 1000)
     for snapshot_id in range(lowest_kept, max_exclusive):
         successor = snapshot_id + 1
-        if not manager.snapshot_exists(successor):
+        if not exists(successor):
             end, reason = snapshot_id, f"snapshot {successor} is missing, so {snapshot_id} is kept"
             break
         successor_time = (snapshot or manager.snapshot)(successor).time_millis
@@ -327,7 +330,7 @@ def _expiry_range(
     # Only a contiguous run of existing snapshots below ``end`` can be expired.
     begin = earliest
     for snapshot_id in range(end - 1, earliest - 1, -1):
-        if not manager.snapshot_exists(snapshot_id):
+        if not exists(snapshot_id):
             begin = snapshot_id + 1
             break
     if begin >= end:
@@ -345,6 +348,7 @@ def plan_snapshot_expiry(
     clock: Clock = time.time,
     progress: Progress = NO_PROGRESS,
     data_files: bool = True,
+    reader: MetadataReader | None = None,
 ) -> SnapshotExpiryPlan:
     """Plan an expiry. Reads the expired snapshots' manifest lists and delta manifests, the retained
     boundary snapshot's lists, and the live files of tags and branch heads; deletes nothing.
@@ -353,14 +357,15 @@ def plan_snapshot_expiry(
     through one :class:`MetadataReader`, and the plan's counts are the files it read.
 
     ``data_files=False`` leaves step 1 to the caller (the Spark job distributes it with
-    :func:`delta_marks`, :func:`fold_marks` and :func:`protected_data_names`)."""
+    :func:`delta_marks`, :func:`fold_marks` and :func:`protected_data_names`). ``reader``: one that already
+    holds this run's reads (health reads every snapshot first), so nothing is read twice."""
     _refuse_unsupported(table)
     options = ExpiryOptions.resolve(table, retain_min, retain_max, older_than, max_deletes)
     manager = table.snapshot_manager
     protection, protecting = protection_of(table)
     now_millis = int(clock() * 1000)
     decisions: list[str] = []
-    reader = MetadataReader(table)
+    reader = reader or MetadataReader(table)
     reader.history()  # a history that cannot be read is not shortened (module docstring)
     earliest, latest, begin, end = _expiry_range(
         manager, options, protection, now_millis, decisions, reader.snapshot
@@ -403,6 +408,36 @@ def plan_snapshot_expiry(
     plan.lists_read, plan.manifests_read_names = reader.names["manifest-list"], reader.names["manifest"]
     plan.manifest_lists_read, plan.manifests_read = len(plan.lists_read), len(plan.manifests_read_names)
     return plan
+
+
+def expirable_without_limit(
+    table: Table, plan: SnapshotExpiryPlan, history: Sequence[Snapshot]
+) -> tuple[int, int]:
+    """``(snapshots, max_deletes)``: how many snapshots ``plan``'s retention expires when the expire limit
+    (``snapshot.expire.limit``, at most that many per run) does not stop it, and the ``max_deletes`` that lets
+    one run reach them. The plan's range rule, bounds, time and protection over the parsed ``history`` (a
+    snapshot not in it stops the range, as a missing file does); (0, 0) when nothing expires.
+
+    Args:
+        table: the table planned.
+        plan: its expiry plan.
+        history: the table's snapshots, parsed (e.g. the plan's ``reader.history()``).
+
+    Example:
+        >>> reader = MetadataReader(table)
+        >>> plan = plan_snapshot_expiry(table, reader=reader)  # doctest: +SKIP
+        >>> expirable_without_limit(table, plan, reader.history())  # doctest: +SKIP
+        (1990, 1990)
+    """
+    by_id = {s.id: s for s in history}
+    options = replace(plan.options, expire_limit=max(by_id, default=0) + 1)
+    earliest, _, begin, end = _expiry_range(
+        table.snapshot_manager, options, plan.protection, plan.planned_at_millis, [], by_id.__getitem__,
+        by_id.__contains__, (plan.earliest, plan.latest),
+    )  # fmt: skip
+    if earliest is None or begin is None or end is None:
+        return 0, 0
+    return end - begin, end - earliest
 
 
 def _plan_data_files(

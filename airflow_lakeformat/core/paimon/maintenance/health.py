@@ -3,15 +3,17 @@ its metadata only.
 
 What is read, and from where (no data file is opened):
 
-- the live files of the latest snapshot: ``live_entries`` (base then delta manifests), each entry's
-  partition, bucket, level, row count, file size and ``_DELETE_ROW_COUNT`` (the -U/-D records a primary-key
-  file holds, when the writer counted them; pypaimon 2.1 writes 0);
+- the live files of the latest snapshot: ``live_facts`` (base then delta manifests, a projected decode
+  folded as ``live_entries`` folds them), each entry's partition, bucket, level, row count, file size and
+  ``_DELETE_ROW_COUNT`` (the -U/-D records a primary-key file holds, when the writer counted them; pypaimon
+  2.1 writes 0), summed per (partition, bucket) into :class:`FileGroup` s as they come;
 - the data manifests of its two manifest lists (``manifest.target-file-size``, 8 MB, makes one small;
   ``manifest.merge-min-count``, 30, is the default of ``max-small-manifests``);
-- the snapshot files of the branch (listed, each read for its commit time: the count, the oldest age and
-  the report's snapshot chart), and the snapshot expiry plan, a dry run with the table's own
-  ``snapshot.time-retained`` / ``snapshot.num-retained.*`` / ``snapshot.expire.limit``
-  (``core/paimon/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove;
+- the snapshot files of the branch (listed, each read once for its commit time: the count, the oldest age
+  and the report's snapshot chart), and the snapshot expiry plan on the same reads, a dry run with the
+  table's own ``snapshot.time-retained`` / ``snapshot.num-retained.*`` / ``snapshot.expire.limit``
+  (``core/paimon/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove, and how
+  many snapshots the retention expires past the limit (the recommendation then passes ``max_deletes``);
 - when ``partition.expiration-time`` is set: the partition expiry plan (``partition_expiry.py``); a table the
   partition expiry refuses reports no expirable partition;
 - the listings of ``snapshot/``, ``manifest/`` and ``schema/`` for the metadata bytes.
@@ -24,13 +26,16 @@ The primary-key table's delete load is its sorted runs per bucket against
 from __future__ import annotations
 
 import time
+from collections import Counter
+from typing import Any
 
-from airflow_lakeformat.core.collector import gc_paused
 from airflow_lakeformat.core.errors import LakeformatError
-from airflow_lakeformat.core.health.model import FileFacts, HealthInputs
+from airflow_lakeformat.core.health.model import FileGroup, HealthInputs
 from airflow_lakeformat.core.health.thresholds import Thresholds
 from airflow_lakeformat.core.io import FileStatus
-from airflow_lakeformat.core.paimon.live_files import live_entries
+from airflow_lakeformat.core.paimon.live_facts import live_facts
+from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader
+from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
 from airflow_lakeformat.core.paimon.paths import SNAPSHOT_PREFIX, DataFilePaths
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
 from airflow_lakeformat.core.paimon.summary import target_file_size
@@ -65,17 +70,21 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
     )
     manager = table.snapshot_manager
     latest = manager.latest_snapshot()
-    files = [] if latest is None else _live_files(table, latest, progress)
-    manifests = [] if latest is None else [m.file_size for g in table.data_manifests(latest) for m in g]
+    lists = None if latest is None else table.data_manifests(latest)
+    groups = [] if latest is None or lists is None else _live_groups(table, latest, lists, progress)
+    manifests = [] if lists is None else [m.file_size for g in lists for m in g]
     listed = table.io.list_dir(manager.snapshot_dir)  # the snapshot ids and their bytes, one listing
     ids = sorted(i for i in (_snapshot_id(s.name) for s in listed if not s.is_dir) if i is not None)
-    times = sorted(s.time_millis for s in table.read_snapshots(ids))
-    expirable, expiry_files, expiry_bytes = _expiry(table) if latest is not None else (0, 0, 0)
+    reader = MetadataReader(table)  # the expiry plan reuses the snapshots read here
+    snapshots = reader.snapshots(ids)
+    times = sorted(s.time_millis for s in snapshots)
+    expiry = _expiry(table, reader, snapshots) if latest is not None else {}
     return HealthInputs(
         format="paimon",
         table=table.uri,
         snapshot_id=latest.id if latest else None,
-        files=files,
+        files=[],
+        groups=groups,
         manifest_sizes=manifests,
         manifest_target_size=options.manifest_target_file_size,
         snapshot_count=len(times),
@@ -88,24 +97,35 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
             "snapshot.num-retained.min": options.snapshot_num_retained_min,
             "snapshot.num-retained.max": options.snapshot_num_retained_max,
         },
-        expirable_snapshots=expirable,
-        expiry_files=expiry_files,
-        expiry_bytes=expiry_bytes,
         primary_key=bool(table.schema.primary_keys),
         expirable_partitions=_expirable_partitions(table) if latest is not None else None,
         metadata_bytes=_metadata_bytes(table, listed),
         delete_arguments={"mode": "full"} if table.schema.primary_keys else {},
         snapshot_times_ms=times,
+        **expiry,
     )
 
 
-def _expiry(table: Table) -> tuple[int, int, int]:
-    """Snapshots, files and bytes the expiry plan (the table's own retention) would remove."""
-    from airflow_lakeformat.core.paimon.maintenance.expiry import plan_snapshot_expiry
+def _expiry(table: Table, reader: MetadataReader, history: list[Snapshot]) -> dict[str, Any]:
+    """What the expiry plan (the table's own retention, dry run) would remove, and how many snapshots the
+    retention expires beyond ``snapshot.expire.limit`` (the :class:`HealthInputs` fields)."""
+    from airflow_lakeformat.core.paimon.maintenance.expiry import (
+        expirable_without_limit,
+        plan_snapshot_expiry,
+    )
 
-    plan = plan_snapshot_expiry(table)
+    plan = plan_snapshot_expiry(table, reader=reader)
     requests = plan.requests()
-    return len(plan.expired_ids), len(requests), sum(r.size or 0 for r in requests)
+    planned = len(plan.expired_ids)
+    total, max_deletes = expirable_without_limit(table, plan, history)
+    return {
+        "expirable_snapshots": planned,
+        "expiry_files": len(requests),
+        "expiry_bytes": sum(r.size or 0 for r in requests),
+        "expire_limit": plan.options.expire_limit,
+        "expirable_unlimited": total,
+        "expiry_arguments": {"max_deletes": max_deletes} if total > planned else {},
+    }
 
 
 def _expirable_partitions(table: Table) -> list[str] | None:
@@ -136,24 +156,27 @@ def _snapshot_id(name: str) -> int | None:
     return int(suffix) if suffix.isdigit() else None
 
 
-def _live_files(table: Table, latest: Snapshot, progress: Progress) -> list[FileFacts]:
-    """The live files' facts. A partition is rendered once (100,000 files of 50 partitions render 50 texts);
-    an append table's files hold no DELETE records, so their count is not decoded (0)."""
+def _live_groups(
+    table: Table,
+    latest: Snapshot,
+    lists: tuple[list[ManifestFileMeta], list[ManifestFileMeta]],
+    progress: Progress,
+) -> list[FileGroup]:
+    """The live files summed by (partition, bucket) (``live_facts``: no object per file). A partition is
+    rendered once; an append table's files hold no DELETE records, so their count is not decoded (0)."""
     paths = DataFilePaths(table.schema)
     rendered: dict[bytes, str] = {}
-    primary_key = bool(table.schema.primary_keys)
-    files = []
-    entries = live_entries(table, latest, progress)
-    with gc_paused():  # 100,000 facts that form no cycle: the collector would rescan them over and over
-        for entry in entries:
-            f = entry.file
-            partition = rendered.get(entry.partition)
-            if partition is None:
-                partition = rendered[entry.partition] = partition_text(
-                    paths.partitions.to_json(entry.partition)
-                )
-            delete_records = (f.delete_row_count or 0) if primary_key else 0
-            files.append(
-                FileFacts(partition, "data", f.row_count, f.file_size, entry.bucket, f.level, delete_records)
-            )
-    return files
+    groups = []
+    grouped = live_facts(
+        table, latest, progress, delete_counts=bool(table.schema.primary_keys), manifests=lists
+    )
+    for (partition, bucket), rows in grouped.items():
+        text = rendered.get(partition)
+        if text is None:
+            text = rendered[partition] = partition_text(paths.partitions.to_json(partition))
+        levels = Counter(row[1][2] for row in rows)
+        level0 = levels.pop(0, 0)
+        sizes = [row[2] for row in rows]
+        records, deletes = sum(row[3] for row in rows), sum(row[4] for row in rows)
+        groups.append(FileGroup(text, bucket, sizes, records, deletes, level0, set(levels)))
+    return groups
