@@ -142,14 +142,15 @@ def decode_manifest_facts(data: bytes, path: str, delete_counts: bool = True) ->
         entries = decode_manifest_for_planning(data, path)
     except Exception:
         entries = avro.decode_manifest(data, path)
-    return [_row_of(entry, delete_counts) for entry in entries]
+    return [fact_row(entry, delete_counts) for entry in entries]
 
 
 def _without_delete_counts(data: bytes, path: str) -> list[FactRow]:
     return decode_manifest_facts(data, path, delete_counts=False)
 
 
-def _row_of(entry: ManifestEntry, delete_counts: bool) -> FactRow:
+def fact_row(entry: ManifestEntry, delete_counts: bool = True) -> FactRow:
+    """The :data:`FactRow` of a decoded entry (``delete_counts=False``: its delete row count read as 0)."""
     f = entry.file
     deletes = (f.delete_row_count or 0) if delete_counts else 0
     return (entry.kind is FileKind.ADD, entry.identifier(), f.file_size, f.row_count, deletes)
@@ -212,5 +213,5 @@ def _scan_facts(data: bytes, delete_counts: bool) -> list[FactRow]:
         for record in rest:
             if not isinstance(record, dict) or record.get("_VERSION") != avro.MANIFEST_VERSION:
                 raise _NotScanned("version")
-            append(_row_of(ManifestEntry(record), delete_counts))
+            append(fact_row(ManifestEntry(record), delete_counts))
     return result

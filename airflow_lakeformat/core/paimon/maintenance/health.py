@@ -14,8 +14,10 @@ What is read, and from where (no data file is opened):
   table's own ``snapshot.time-retained`` / ``snapshot.num-retained.*`` / ``snapshot.expire.limit``
   (``core/paimon/maintenance/expiry.py``): the snapshots, files and bytes an expiry would remove, and how
   many snapshots the retention expires past the limit (the recommendation then passes ``max_deletes``);
-- when ``partition.expiration-time`` is set: the partition expiry plan (``partition_expiry.py``); a table the
-  partition expiry refuses reports no expirable partition;
+- when ``partition.expiration-time`` is set: the partition expiry plan (``partition_expiry.py``), which
+  judges the live files as ``ManifestEntry`` objects: health then reads them with ``live_entries`` (instead
+  of ``live_facts``) and hands them to the plan, so they are read once; a table the partition expiry refuses
+  reports no expirable partition;
 - the listings of ``snapshot/``, ``manifest/`` and ``schema/`` for the metadata bytes.
 
 The primary-key table's delete load is its sorted runs per bucket against
@@ -33,9 +35,10 @@ from airflow_lakeformat.core.errors import LakeformatError
 from airflow_lakeformat.core.health.model import FileGroup, HealthInputs
 from airflow_lakeformat.core.health.thresholds import Thresholds
 from airflow_lakeformat.core.io import FileStatus
-from airflow_lakeformat.core.paimon.live_facts import live_facts
+from airflow_lakeformat.core.paimon.live_facts import GroupedFacts, fact_row, live_facts
+from airflow_lakeformat.core.paimon.live_files import live_entries
 from airflow_lakeformat.core.paimon.maintenance.references import MetadataReader
-from airflow_lakeformat.core.paimon.manifest import ManifestFileMeta
+from airflow_lakeformat.core.paimon.manifest import ManifestEntry, ManifestFileMeta
 from airflow_lakeformat.core.paimon.paths import SNAPSHOT_PREFIX, DataFilePaths
 from airflow_lakeformat.core.paimon.snapshot import Snapshot
 from airflow_lakeformat.core.paimon.summary import target_file_size
@@ -71,7 +74,9 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
     manager = table.snapshot_manager
     latest = manager.latest_snapshot()
     lists = None if latest is None else table.data_manifests(latest)
-    groups = [] if latest is None or lists is None else _live_groups(table, latest, lists, progress)
+    # Partition expiry judges ManifestEntry objects: then health reads those and both use them.
+    entries = live_entries(table, latest, progress) if latest and _partition_expiration(table) else None
+    groups = [] if latest is None or lists is None else _live_groups(table, latest, lists, progress, entries)
     manifests = [] if lists is None else [m.file_size for g in lists for m in g]
     listed = table.io.list_dir(manager.snapshot_dir)  # the snapshot ids and their bytes, one listing
     ids = sorted(i for i in (_snapshot_id(s.name) for s in listed if not s.is_dir) if i is not None)
@@ -98,7 +103,7 @@ def collect_health(table: Table, progress: Progress = NO_PROGRESS) -> HealthInpu
             "snapshot.num-retained.max": options.snapshot_num_retained_max,
         },
         primary_key=bool(table.schema.primary_keys),
-        expirable_partitions=_expirable_partitions(table) if latest is not None else None,
+        expirable_partitions=_expirable_partitions(table, latest, entries) if latest is not None else None,
         metadata_bytes=_metadata_bytes(table, listed),
         delete_arguments={"mode": "full"} if table.schema.primary_keys else {},
         snapshot_times_ms=times,
@@ -128,9 +133,16 @@ def _expiry(table: Table, reader: MetadataReader, history: list[Snapshot]) -> di
     }
 
 
-def _expirable_partitions(table: Table) -> list[str] | None:
-    """The partitions past ``partition.expiration-time`` (None when it is not set or the expiry refuses)."""
-    if not table.schema.table_options.get("partition.expiration-time"):
+def _partition_expiration(table: Table) -> bool:
+    return bool(table.schema.table_options.get("partition.expiration-time"))
+
+
+def _expirable_partitions(
+    table: Table, latest: Snapshot, entries: list[ManifestEntry] | None
+) -> list[str] | None:
+    """The partitions past ``partition.expiration-time`` (None when it is not set or the expiry refuses),
+    judged on the live ``entries`` health read."""
+    if not _partition_expiration(table) or entries is None:
         return None
     from airflow_lakeformat.core.paimon.maintenance.partition_expiry import (
         plan_partition_expiry,
@@ -138,7 +150,7 @@ def _expirable_partitions(table: Table) -> list[str] | None:
     )
 
     try:
-        plan = plan_partition_expiry(table, resolve_settings(table))
+        plan = plan_partition_expiry(table, resolve_settings(table), (latest, entries))
     except LakeformatError:
         return None
     return [p.joined for p in [*plan.expired, *plan.over_limit]]
@@ -161,15 +173,20 @@ def _live_groups(
     latest: Snapshot,
     lists: tuple[list[ManifestFileMeta], list[ManifestFileMeta]],
     progress: Progress,
+    entries: list[ManifestEntry] | None = None,
 ) -> list[FileGroup]:
-    """The live files summed by (partition, bucket) (``live_facts``: no object per file). A partition is
-    rendered once; an append table's files hold no DELETE records, so their count is not decoded (0)."""
+    """The live files summed by (partition, bucket) (``live_facts``: no object per file; or the ``entries``
+    already read). A partition is rendered once; an append table's files hold no DELETE records, so their
+    count is not decoded (0)."""
     paths = DataFilePaths(table.schema)
     rendered: dict[bytes, str] = {}
     groups = []
-    grouped = live_facts(
-        table, latest, progress, delete_counts=bool(table.schema.primary_keys), manifests=lists
-    )
+    primary_key = bool(table.schema.primary_keys)
+    grouped: GroupedFacts = {}
+    if entries is None:
+        grouped = live_facts(table, latest, progress, delete_counts=primary_key, manifests=lists)
+    for entry in entries or ():
+        grouped.setdefault((entry.partition, entry.bucket), []).append(fact_row(entry, primary_key))
     for (partition, bucket), rows in grouped.items():
         text = rendered.get(partition)
         if text is None:

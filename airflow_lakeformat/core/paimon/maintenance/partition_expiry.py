@@ -298,12 +298,18 @@ def _local_now(now: datetime | None) -> datetime:
 # -- planning ------------------------------------------------------------------------------------
 
 
-def plan_partition_expiry(table: Table, settings: PartitionExpirySettings) -> PartitionExpiryPlan:
+def plan_partition_expiry(
+    table: Table,
+    settings: PartitionExpirySettings,
+    live: tuple[Snapshot, list[ManifestEntry]] | None = None,
+) -> PartitionExpiryPlan:
     """Judge every live partition of the latest snapshot; changes nothing.
 
     Args:
         table: the Paimon table.
         settings: from :func:`resolve_settings`.
+        live: the latest snapshot and its ``live_entries`` when the caller has read them (health), so they
+            are not read twice.
     """
     extractor = PartitionTimeExtractor(
         settings.timestamp_pattern,
@@ -311,11 +317,11 @@ def plan_partition_expiry(table: Table, settings: PartitionExpirySettings) -> Pa
         "timestamp formatter (partition.timestamp-formatter)",
         table.uri,
     )
-    latest = table.snapshot_manager.latest_snapshot()
+    latest = live[0] if live else table.snapshot_manager.latest_snapshot()
     plan = PartitionExpiryPlan(table.uri, settings, latest.id if latest else None)
     if latest is None:
         return plan
-    partitions = _live_partitions(table, latest)
+    partitions = _live_partitions(table, live[1] if live else live_entries(table, latest))
     judge = _judge_values_time(extractor, table) if settings.strategy == "values-time" else _judge_update_time
     expired: list[PartitionState] = []
     for state in partitions:
@@ -340,11 +346,11 @@ def _threshold(settings: PartitionExpirySettings) -> datetime:
     return before
 
 
-def _live_partitions(table: Table, snapshot: Snapshot) -> list[PartitionState]:
+def _live_partitions(table: Table, entries: list[ManifestEntry]) -> list[PartitionState]:
     codec = PartitionCodec(table.schema)
     default = table.schema.table_options.partition_default_name
     states: dict[bytes, PartitionState] = {}
-    for entry in live_entries(table, snapshot):
+    for entry in entries:
         state = states.get(entry.partition)
         if state is None:
             raw = codec.values(entry.partition)
