@@ -181,10 +181,13 @@ def add_read_commands(add: Adder) -> None:
         "--policy",
         metavar="FILE",
         help="a health policy (YAML or JSON): thresholds and the operations allowed, with defaults, "
-        "namespaces and tables (docs/health.md); recommendations it does not allow are listed as suppressed",
+        "namespaces and tables (docs/health.md); recommendations it does not allow are listed as suppressed "
+        "(default: none, the table's lakeformat.health.* properties and the built-in thresholds)",
     )
     health.add_argument(
-        "--html", metavar="FILE", help="also write the report with its charts as one self-contained HTML file"
+        "--html",
+        metavar="FILE",
+        help="also write the report with its charts as one self-contained HTML file (default: none, no file)",
     )
 
 

@@ -529,7 +529,8 @@ class Stack:
         )
         try:
             with urllib.request.urlopen(request, timeout=60) as response:
-                return response.status, json.loads(response.read())
+                raw = response.read()  # a 204 (a DELETE) has no body
+                return response.status, json.loads(raw) if raw else None
         except urllib.error.HTTPError as exc:
             text = exc.read()
             with contextlib.suppress(ValueError):
