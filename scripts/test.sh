@@ -53,6 +53,27 @@ step "setup_iceberg_oracle" bash scripts/setup_iceberg_oracle.sh
 # both are done, then one closing line with the sums. Every test's time is kept in test-results/stream-*.xml
 # (JUnit XML; scripts/test_times.py sums them per file and per stream).
 STREAM_A=(tests/airflow tests/stateful tests/commit tests/unit tests/maintenance)
+PROGRESS_EVERY="${LAKEFORMAT_PROGRESS_EVERY:-300}"
+STREAMS_DEADLINE="${LAKEFORMAT_STREAMS_DEADLINE:-4800}"  # 80 min: CI kills at 90
+streams_watch() {  # streams_watch PID_A LOG_A PID_B LOG_B
+  local pid_a="$1" log_a="$2" pid_b="$3" log_b="$4" last=0 now_s
+  while kill -0 "$pid_a" 2>/dev/null || kill -0 "$pid_b" 2>/dev/null; do
+    sleep 5
+    now_s="$(elapsed "$T0")"; now_s="${now_s%.*}"
+    if [ "$((now_s - last))" -ge "$PROGRESS_EVERY" ]; then
+      last="$now_s"
+      echo "test.sh: ${now_s} s: A at: $(tail -c 300 "$log_a" | tr '\r' '\n' | grep -v '^$' | tail -n 1 | cut -c1-150)"
+      echo "test.sh: ${now_s} s: B at: $(tail -c 300 "$log_b" | tr '\r' '\n' | grep -v '^$' | tail -n 1 | cut -c1-150)"
+    fi
+    if [ "$now_s" -ge "$STREAMS_DEADLINE" ]; then
+      echo "test.sh: the streams ran past ${STREAMS_DEADLINE} s: SIGABRT (stacks into the logs), then SIGKILL"
+      kill -ABRT "$pid_a" "$pid_b" 2>/dev/null
+      sleep 20
+      kill -KILL "$pid_a" "$pid_b" 2>/dev/null
+      return
+    fi
+  done
+}
 pytest_streams() {
   local log_a log_b pid_a pid_b rc_a rc_b
   log_a="$(mktemp)"; log_b="$(mktemp)"
@@ -63,8 +84,15 @@ pytest_streams() {
   .venv/bin/python -m pytest -p no:cacheprovider --durations=20 --junit-xml=test-results/stream-b.xml tests \
     "${STREAM_A[@]/#/--ignore=}" >"$log_b" 2>&1 &
   pid_b=$!
+  # Progress while they run (every PROGRESS_EVERY s, each stream's current line: the test file it is in),
+  # and a watchdog: past STREAMS_DEADLINE s since this script started, a stream still running gets SIGABRT
+  # (pytest's faulthandler prints every thread's stack into its log), then SIGKILL, so that CI, which kills
+  # the job at 90 minutes and then shows nothing, always sees the logs and where a stream stood.
+  streams_watch "$pid_a" "$log_a" "$pid_b" "$log_b" &
+  local watch=$!
   wait "$pid_a"; rc_a=$?
   wait "$pid_b"; rc_b=$?
+  kill "$watch" 2>/dev/null; wait "$watch" 2>/dev/null
   echo "---- stream A (${STREAM_A[*]}): exit $rc_a"; cat "$log_a"
   echo "---- stream B (every other test directory): exit $rc_b"; cat "$log_b"
   python3 - "$log_a" "$log_b" <<'PY'
