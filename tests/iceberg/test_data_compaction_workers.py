@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import threading
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -142,6 +143,33 @@ def test_a_killed_worker_leaves_nothing_and_its_group_is_rewritten_here(tmp_path
     assert (
         sorted(r["id"] for r in table.table.scan().to_arrow().to_pylist()).count(1) == 3
     )  # b's row 1 deleted
+
+
+def test_a_hung_worker_is_killed_and_its_group_rewritten_here(tmp_path, recorded_pids, monkeypatch, caplog):
+    """A worker that stops answering (here: it sleeps for an hour after writing its group's file) cannot hold
+    the compaction: past STALL_SECONDS of silence it is killed, its file removed and its group rewritten here."""
+    table = _table(tmp_path, "t")
+    parent = os.getpid()
+    original = run.rewrite_group
+
+    def hangs_in_a_worker(tbl, group, files):
+        outcome = original(tbl, group, files)
+        if os.getpid() != parent and group.partition == ("c",):
+            time.sleep(3600)
+        return outcome
+
+    monkeypatch.setattr(run, "rewrite_group", hangs_in_a_worker)
+    monkeypatch.setattr(workers, "STALL_SECONDS", 3.0)
+    before = _parquet_files(table)
+    result = run.compact_data(table, OPTIONS)  # without the bound it waits the hour (pytest-timeout fails it)
+    assert (result.groups_committed, result.files_added, result.rows_purged) == (4, 4, 1)
+    ran = recorded_pids()
+    assert [pid for pid, cat in ran if cat == "c"][-1] == str(parent), ran
+    assert any(pid != str(parent) and cat == "c" for pid, cat in ran), ran
+    assert "no word from compaction worker" in caplog.text
+    live = {local_path(t.file.file_path) for t in table.table.scan().plan_files()}
+    assert _parquet_files(table) - before == live  # the hung worker's file removed
+    assert sorted(r["id"] for r in table.table.scan().to_arrow().to_pylist()).count(1) == 3
 
 
 def test_a_corrupt_input_fails_typed_naming_it_and_leaves_nothing(tmp_path, recorded_pids) -> None:

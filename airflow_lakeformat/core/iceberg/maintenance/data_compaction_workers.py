@@ -23,7 +23,8 @@ Algorithm (:func:`rewrite_in_workers`, the default :data:`~.data_compaction_run.
    after the group, ``("done", n, facts)`` (the new ``DataFile`` records, the locations, the row counts) or
    ``("failed", n, None)`` (the worker's ``rewrite_one`` already removed what that group wrote).
 4. **Stop**: after a failure this process takes the remaining tokens, so no further group starts.
-5. **Never lost**: every group without a ``done`` answer (failed, its worker crashed, or never started) is
+5. **Never lost**: every group without a ``done`` answer (failed, its worker crashed or fell silent for
+   :data:`STALL_SECONDS`, or never started) is
    rewritten *here* afterwards, in group order, after removing what its worker announced; so an error (a missing
    or corrupt input file) is raised exactly as a one-process run raises it (typed, naming the file), and a group
    whose worker died for another reason is still rewritten. The first group failing here stops the rest.
@@ -50,6 +51,7 @@ import select
 import signal
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -84,6 +86,10 @@ TOKEN_BYTES = 4
 #: Tokens are written before any worker reads them: at most what a default pipe holds (64 KiB).
 MAX_GROUPS = 65536 // TOKEN_BYTES
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
+#: A worker that says nothing this long (no output file opened, no group finished) is taken for hung, killed, and
+#: its group rewritten here (step 5): a compaction never waits forever on a child. Writing one output file of the
+#: default 512 MB takes well under a minute.
+STALL_SECONDS = 900.0
 #: Where pyiceberg's location providers may put new data files instead of under the table's location.
 DATA_LOCATION_PROPERTIES = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
 
@@ -268,15 +274,33 @@ class _Pool:
     def gather(self) -> None:
         """Read every worker's messages until all have left."""
         try:
+            heard = dict.fromkeys(self._workers, time.monotonic())  # when each worker last said something
             while self._workers:
-                ready, _, _ = select.select(list(self._workers), [], [])
+                wait = max(0.0, min(heard[fd] for fd in self._workers) + STALL_SECONDS - time.monotonic())
+                ready, _, _ = select.select(list(self._workers), [], [], wait)
                 for fd in ready:
+                    heard[fd] = time.monotonic()
                     self._receive(fd)
+                self._stop_silent(
+                    [fd for fd in self._workers if time.monotonic() - heard[fd] >= STALL_SECONDS]
+                )
         finally:
             os.close(self._tokens)
 
+    def _stop_silent(self, silent: list[int]) -> None:
+        """Workers that said nothing for STALL_SECONDS are killed; their groups are rewritten here (step 5)."""
+        for fd in silent:
+            log.warning(
+                "%s: no word from compaction worker %s in %.0f s; it is killed and its group rewritten here",
+                self.table.name,
+                self._workers[fd],
+                STALL_SECONDS,
+            )
+            self._leave(fd, kill=True)
+
     def _receive(self, fd: int) -> None:
-        message = forked._read_message(fd, None)
+        deadline = time.monotonic() + STALL_SECONDS
+        message = forked._read_message(fd, deadline)  # None: it left, or it stalled mid-message
         kind: str
         n: int
         value: Any
@@ -287,7 +311,8 @@ class _Pool:
             except Exception:  # unreadable: it broke
                 kind = "broken"
         if kind in ("left", "broken"):  # all tokens taken, or it died: what it had not finished is done here
-            self._leave(fd, kill=kind == "broken")
+            stalled = message is None and time.monotonic() >= deadline
+            self._leave(fd, kill=kind == "broken" or stalled)
         elif kind == "opened":
             self.announced.setdefault(n, []).append(value)
         elif kind == "done":
