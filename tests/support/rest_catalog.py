@@ -94,6 +94,9 @@ class RestCatalogServer:
         self.requests: list[tuple[str, str]] = []
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        # Closing never waits for the request threads: a client that keeps its keep-alive connection open
+        # (a catalog object not yet collected) would hold server_close()'s join forever.
+        self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, name="rest-catalog", daemon=True)
 
     @property

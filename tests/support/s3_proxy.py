@@ -126,6 +126,9 @@ class S3Proxy:
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
+        # Closing never waits for the request threads: a client that keeps its keep-alive connection open
+        # would hold server_close()'s join forever.
+        self._server.block_on_close = False
         self._thread = threading.Thread(target=self._server.serve_forever, name="s3-proxy", daemon=True)
 
     @property
