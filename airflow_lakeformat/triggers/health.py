@@ -11,7 +11,7 @@ It is a ``BaseEventTrigger``, which is what an ``AssetWatcher`` requires and sti
 
 * ``fire_once=True`` (what the sensor defers to): one event, at the first poll that matches, then the
   trigger ends; or an error event for a table problem (missing table, corrupt metadata) or after
-  :data:`MAX_CONSECUTIVE_TRANSIENT_ERRORS` failed polls in a row.
+  ``triggers/polling.py``'s ``MAX_CONSECUTIVE_TRANSIENT_ERRORS`` failed polls in a row.
 * ``fire_once=False`` (an ``AssetWatcher``): it runs for as long as a DAG schedules on the Asset and fires
   when the table CROSSES: at the first poll that matches, then not again until a poll finds the table back
   under the thresholds (maintenance fixed it), so one degradation starts one maintenance run, not one per
@@ -45,13 +45,12 @@ from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 from airflow_lakeformat.hooks.assets import table_asset_uri
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook, normalize_format
 from airflow_lakeformat.triggers.health_watch import HealthMatch, HealthRule
-from airflow_lakeformat.triggers.watch import describe_error, is_permanent
+from airflow_lakeformat.triggers.polling import ErrorThrottle, first_match
+from airflow_lakeformat.triggers.watch import describe_error
 
 __all__ = ["HealthMatch", "HealthRule", "LakeformatHealthTrigger", "health_asset_uri", "health_watched_asset"]
 
 DEFAULT_POLL_INTERVAL = 300.0
-MAX_CONSECUTIVE_TRANSIENT_ERRORS = 3
-WATCHER_ERROR_LOG_SECONDS = 300.0
 STATE_KEY = "lakeformatHealthWatch"
 #: The URI scheme of the Assets a health watcher updates (``x-``: a scheme Airflow leaves as it is).
 HEALTH_SCHEME = "x-lakeformat-health"
@@ -116,28 +115,16 @@ class LakeformatHealthTrigger(BaseEventTrigger):
             yield event
 
     async def _run_once(self) -> AsyncIterator[TriggerEvent]:
-        """One event: the first match, or an error that waiting cannot cure."""
+        """One event: the first match, or an error that waiting cannot cure (``triggers/polling.py``)."""
         try:
             table = await self._open_table()
+            match = await first_match(
+                lambda: self.rule.poll(table), self.poll_interval, self.log, f"health of {self.table}"
+            )
         except Exception as exc:
             yield self._error(exc)
             return
-        failures = 0
-        while True:
-            try:
-                match = await asyncio.to_thread(self.rule.poll, table)
-                failures = 0
-            except Exception as exc:
-                failures += 1
-                if is_permanent(exc) or failures >= MAX_CONSECUTIVE_TRANSIENT_ERRORS:
-                    yield self._error(exc)
-                    return
-                self.log.warning("health of %s failed (%s); retrying", self.table, describe_error(exc))
-                match = None
-            if match is not None:
-                yield _success(match)
-                return
-            await asyncio.sleep(self.poll_interval)
+        yield _success(match)
 
     async def _watch(self) -> AsyncIterator[TriggerEvent]:
         """An event each time the table crosses (again after ``refire_after`` while it stays over)."""
@@ -145,7 +132,7 @@ class LakeformatHealthTrigger(BaseEventTrigger):
         armed = bool(state.get("armed", True))
         fired_ms = int(state.get("firedMs") or 0)
         table = None
-        last_logged = 0.0
+        errors = ErrorThrottle(self.log, f"health of {self.table}")
         while True:
             try:
                 if table is None:
@@ -153,9 +140,7 @@ class LakeformatHealthTrigger(BaseEventTrigger):
                     self.log.info("watching the health of %s for %s", self.table, self.conditions)
                 match = await asyncio.to_thread(self.rule.poll, table)
             except Exception as exc:
-                if time.monotonic() - last_logged >= WATCHER_ERROR_LOG_SECONDS:
-                    last_logged = time.monotonic()
-                    self.log.warning("health of %s: %s; will look again", self.table, describe_error(exc))
+                errors.failed(exc)
                 await asyncio.sleep(self.poll_interval)
                 continue
             now_ms = int(time.time() * 1000)

@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -38,6 +37,7 @@ from airflow_lakeformat.hooks.lakeformat import (
     choose_conn_id,
     normalize_format,
 )
+from airflow_lakeformat.triggers.polling import ErrorThrottle, first_match
 from airflow_lakeformat.triggers.watch import (
     COMMIT_KINDS,
     ICEBERG_OPERATIONS,
@@ -67,11 +67,6 @@ __all__ = [
 ]
 
 DEFAULT_POLL_INTERVAL = 30.0
-# Errors that are not about the table itself (a dropped connection, a throttled request) are retried for
-# this many consecutive polls before the trigger gives up.
-MAX_CONSECUTIVE_TRANSIENT_ERRORS = 3
-# An Asset watcher never gives up; it logs a failing poll at most this often.
-WATCHER_ERROR_LOG_SECONDS = 300.0
 STATE_KEY = "lakeformatLastSnapshotId"
 
 
@@ -182,22 +177,14 @@ class LakeformatSnapshotTrigger(_TableWait, BaseTrigger):
         watch = make_watch(
             table.format, self.after_snapshot_id, self.ignore_commit_kinds, self.min_new_records, self.branch
         )
-        failures = 0
-        while True:
-            try:
-                match = await asyncio.to_thread(poll, watch, table)
-                failures = 0
-            except Exception as exc:
-                failures += 1
-                if is_permanent(exc) or failures >= MAX_CONSECUTIVE_TRANSIENT_ERRORS:
-                    yield self._error(exc)
-                    return
-                self.log.warning("polling %s failed (%s); retrying", table.uri, describe_error(exc))
-                match = None
-            if match is not None:
-                yield TriggerEvent({"status": "success", "snapshot": match.to_json()})
-                return
-            await asyncio.sleep(self.poll_interval)
+        try:
+            match = await first_match(
+                lambda: poll(watch, table), self.poll_interval, self.log, f"polling {table.uri}"
+            )
+        except Exception as exc:
+            yield self._error(exc)
+            return
+        yield TriggerEvent({"status": "success", "snapshot": match.to_json()})
 
     def _error(self, exc: BaseException) -> TriggerEvent:
         return TriggerEvent({"status": "error", "table": self.table, "message": describe_error(exc)})
@@ -269,7 +256,7 @@ class LakeformatSnapshotEventTrigger(_TableWait, BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         watch = None
-        last_logged = 0.0
+        errors = ErrorThrottle(self.log, f"watching {self.table}")
         while True:
             try:
                 if watch is None:
@@ -285,9 +272,7 @@ class LakeformatSnapshotEventTrigger(_TableWait, BaseEventTrigger):
                     self.log.info("watching %s for commits after snapshot %s", table.uri, after)
                 match = await asyncio.to_thread(poll, watch, table)
             except Exception as exc:
-                if time.monotonic() - last_logged >= WATCHER_ERROR_LOG_SECONDS:
-                    last_logged = time.monotonic()
-                    self.log.warning("watching %s: %s; will look again", self.table, describe_error(exc))
+                errors.failed(exc)
                 match = None
             if match is not None:
                 yield TriggerEvent({"status": "success", "snapshot": match.to_json()})
