@@ -34,10 +34,11 @@ step() {  # step NAME CMD...
 STATIC_LOG="$(mktemp)"; STATIC_FAILED="$(mktemp)"
 static_checks() {
   failed=()
-  step "ruff check" .venv/bin/ruff check .
-  step "ruff format" .venv/bin/ruff format --check .
-  step "mypy" .venv/bin/mypy airflow_lakeformat
-  step "lint-imports" .venv/bin/lint-imports
+  # Each bounded (20 min; mypy takes 80 s on a fresh clone), so that the wait for them cannot hang the job.
+  step "ruff check" timeout -k 30 1200 .venv/bin/ruff check .
+  step "ruff format" timeout -k 30 1200 .venv/bin/ruff format --check .
+  step "mypy" timeout -k 30 1200 .venv/bin/mypy airflow_lakeformat
+  step "lint-imports" timeout -k 30 1200 .venv/bin/lint-imports
   printf '%s\n' "${failed[@]}" > "$STATIC_FAILED"
 }
 static_checks > "$STATIC_LOG" 2>&1 &
