@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import shutil
 import tarfile
@@ -35,3 +36,12 @@ def sample_tables(_sample_warehouse_pristine: Path, tmp_path: Path) -> Path:
     copy = tmp_path / "db.db"
     shutil.copytree(_sample_warehouse_pristine, copy)
     return copy
+
+
+#: A pytest process still alive this long after its last test (a non-daemon thread, an atexit handler
+#: waiting on a server) prints every thread's stack and exits 1, rather than holding scripts/test.sh.
+EXIT_GRACE_SECONDS = float(os.environ.get("LAKEFORMAT_EXIT_GRACE_SECONDS", "300"))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    faulthandler.dump_traceback_later(EXIT_GRACE_SECONDS, exit=True)
