@@ -26,7 +26,6 @@ from tests.airflow.helpers import (
     append,
     load_dag_module,
     make_table,
-    task_state,
     task_states,
     when,
     xcom_result,
@@ -176,6 +175,63 @@ def test_trigger_serializes_without_secrets_and_round_trips() -> None:
     assert import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
 
 
+def test_a_policy_travels_with_the_trigger_and_decides_what_an_operations_condition_sees(
+    warehouse: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A policy that allows no compaction: the watch for a compact_data recommendation never matches, with
+    the same table that matches without it; the policy is serialized with the trigger (no file, no Variable
+    read in the triggerer) and checked when the trigger is built."""
+    from airflow.sdk._shared.module_loading import import_string
+
+    from airflow_lakeformat.core.errors import PolicyError
+    from airflow_lakeformat.sensors.health import LakeformatHealthSensor
+
+    writer = make_table(str(warehouse / "db.db" / "events"))
+    for _ in range(5):
+        append(writer, 1)
+    no_compaction = {"tables": {"db.events": {"operations": ["expire_snapshots"]}}}
+    trigger = LakeformatHealthTrigger(
+        "db.events",
+        {"operations": "compact_data"},
+        fire_once=True,
+        policy=no_compaction,
+        policy_source="p.yaml",
+    )
+    classpath, kwargs = trigger.serialize()
+    assert (kwargs["policy"], kwargs["policy_source"]) == (no_compaction, "p.yaml")
+    assert json.loads(json.dumps(kwargs)) == kwargs
+    assert import_string(classpath)(**kwargs).serialize() == (classpath, kwargs)
+    table = open_table(str(warehouse / "db.db" / "events"))
+    assert trigger.rule.poll(table) is None
+    assert HealthRule({"operations": "compact_data"}).poll(table) is not None
+    with pytest.raises(PolicyError, match="min-smal-files"):
+        LakeformatHealthTrigger(
+            "db.events", {"smallFiles": 1}, policy={"defaults": {"thresholds": {"min-smal-files": 3}}}
+        )
+
+    # The sensor reads a policy from a Variable in the worker and hands its document to the trigger.
+    monkeypatch.setenv("AIRFLOW_VAR_HEALTH_POLICY", json.dumps(no_compaction))
+    sensor = LakeformatHealthSensor(
+        task_id="wait",
+        table="db.events",
+        conditions={"operations": ["compact_data"]},
+        policy_variable="health_policy",
+        deferrable=True,
+        check_before_defer=False,
+    )
+    assert sensor._check() is None
+    assert sensor.rule.policy is not None and sensor.rule.policy.source == "Airflow Variable health_policy"
+    deferred: dict[str, Any] = {}
+    monkeypatch.setattr(sensor, "defer", lambda **kw: deferred.update(kw))
+    sensor.execute({})
+    assert deferred["trigger"].serialize()[1]["policy"] == no_compaction
+    plain = LakeformatHealthSensor(
+        task_id="wait", table="db.events", conditions={"operations": ["compact_data"]}
+    )
+    assert plain._check() is not None
+    assert "policy" not in LakeformatHealthTrigger("db.events", {"smallFiles": 1}).serialize()[1]
+
+
 class CountingRule(HealthRule):
     """The trigger's rule, counting its health computations."""
 
@@ -271,15 +327,28 @@ def test_sensor_trigger_fires_once_or_reports_the_error(warehouse: Path) -> None
 
 
 def test_deferrable_sensor_resumes_when_the_table_crosses(
-    warehouse: Path, caplog: pytest.LogCaptureFixture
+    warehouse: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri = str(warehouse / "db.db" / "events")
     writer = make_table(uri)
     append(writer, 1)
     append(writer, 1)
     module = load_dag_module("lakeformat_test_health")
-    dag_id = "lakeformat_test_health_deferrable"
-    with when(lambda: task_state(dag_id, "wait") == "deferred", lambda: append(writer, 1)):
+    # The third file is written once the trigger has polled twice (the sensor does not look before deferring).
+    # Not on the task's "deferred" state: dag.test() sets it and then QUEUED at once before running the trigger
+    # in line, so a reader of the database may never see it, and the trigger then waited forever (the hung
+    # CI run of stop 34).
+    polls: list[int] = []
+    poll = HealthRule.poll
+
+    def counted(rule: HealthRule, table: Any) -> Any:
+        try:
+            return poll(rule, table)
+        finally:
+            polls.append(1)
+
+    monkeypatch.setattr(HealthRule, "poll", counted)
+    with when(lambda: len(polls) >= 2, lambda: append(writer, 1)):
         run = module.deferrable_dag.test(run_conf={"table": "db.events"})
     assert task_states(run)["wait"] == ("success", 1)
     assert any("[DAG TEST] running trigger in line" in r.getMessage() for r in caplog.records), "it deferred"
