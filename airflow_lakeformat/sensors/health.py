@@ -26,6 +26,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
+from airflow_lakeformat.core.errors import LakeformatError
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook
 from airflow_lakeformat.triggers.health_watch import HealthRule
 
@@ -45,9 +46,14 @@ class LakeformatHealthSensor(BaseSensorOperator):
     :param deferrable: hand the wait to the triggerer instead of holding a worker slot.
     :param poke_interval: seconds between health computations, in the worker and in the triggerer.
     :param check_before_defer: look once in the worker before deferring (a match then needs no trigger).
+    :param policy: a health policy (a YAML/JSON file's path, its text, or a mapping; ``hooks/health_policy.py``)
+        that the table is assessed with, as the health operator does: its thresholds and allowed operations
+        decide the score and the recommendations an ``operations`` condition watches. Read in the worker when
+        the task runs and handed to the trigger as a document. None: the table's properties and the defaults.
+    :param policy_variable: the name of an Airflow Variable holding such a policy (YAML or JSON). Templated.
     """
 
-    template_fields: Sequence[str] = ("table", "conn_id", "table_format")
+    template_fields: Sequence[str] = ("table", "conn_id", "table_format", "policy_variable")
     ui_color = "#e8f3d6"
 
     def __init__(
@@ -61,10 +67,15 @@ class LakeformatHealthSensor(BaseSensorOperator):
         table_format: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         check_before_defer: bool = True,
+        policy: str | Mapping[str, Any] | None = None,
+        policy_variable: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.rule = HealthRule(conditions, require)  # a bad condition fails the DAG's parse, naming the key
+        self.policy = policy
+        self.policy_variable = policy_variable
+        self._policy_loaded = False
         self.table = table
         self.conditions = dict(conditions)
         self.conn_id = conn_id or lakeformat_conn_id or DEFAULT_CONN_ID
@@ -78,10 +89,25 @@ class LakeformatHealthSensor(BaseSensorOperator):
     def hook(self) -> LakeformatHook:
         return LakeformatHook(self.conn_id)
 
+    def _load_policy(self) -> None:
+        """Read the policy once, in the worker (a bad one fails the task, naming the key)."""
+        if self._policy_loaded:
+            return
+        from airflow_lakeformat.hooks.health_policy import load_policy
+
+        policy = self.policy if self.policy not in (None, "", "None") else None
+        variable = self.policy_variable if self.policy_variable not in (None, "", "None") else None
+        try:
+            self.rule.policy = load_policy(policy, variable=variable)
+        except LakeformatError as exc:
+            raise AirflowFailException(str(exc)) from None
+        self._policy_loaded = True
+
     def _check(self) -> dict[str, Any] | None:
         """One health computation: the match's JSON, or None. Table problems fail the task."""
         from airflow_lakeformat.triggers.watch import describe_error, is_permanent
 
+        self._load_policy()
         try:
             if self._table is None:
                 self._table = self.hook.open_lake_table(self.table, self.table_format)
@@ -99,8 +125,9 @@ class LakeformatHealthSensor(BaseSensorOperator):
             match = self._check()
             if match is not None:
                 return self._finish(match)
-        from airflow_lakeformat.triggers.health import LakeformatHealthTrigger
+        from airflow_lakeformat.triggers.health import LakeformatHealthTrigger, policy_kwargs
 
+        self._load_policy()
         self.defer(
             trigger=LakeformatHealthTrigger(
                 table=self.table,
@@ -110,6 +137,7 @@ class LakeformatHealthSensor(BaseSensorOperator):
                 poll_interval=self.poke_interval,
                 table_format=self.table_format,
                 fire_once=True,
+                **policy_kwargs(self.rule.policy),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout),

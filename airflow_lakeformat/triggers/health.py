@@ -36,12 +36,14 @@ Example:
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
+from airflow_lakeformat.core.health.policy import HealthPolicy
 from airflow_lakeformat.hooks.assets import table_asset_uri
 from airflow_lakeformat.hooks.lakeformat import DEFAULT_CONN_ID, LakeformatHook, normalize_format
 from airflow_lakeformat.triggers.health_watch import HealthMatch, HealthRule
@@ -69,6 +71,10 @@ class LakeformatHealthTrigger(BaseEventTrigger):
     :param fire_once: one event then stop (a deferred sensor); False: fire on every crossing (an AssetWatcher).
     :param refire_after: an AssetWatcher fires again after this many seconds while the table stays over
         (None: only after it recovered).
+    :param policy: the health policy's document (a mapping, as ``HealthPolicy.document``; checked here) that
+        the table is assessed with, or None (its properties and the defaults). Serialized with the trigger,
+        so the triggerer reads no file or Variable.
+    :param policy_source: what messages and the health document call that policy (a file, a Variable).
     """
 
     def __init__(
@@ -81,9 +87,14 @@ class LakeformatHealthTrigger(BaseEventTrigger):
         table_format: str | None = None,
         fire_once: bool = False,
         refire_after: float | None = None,
+        policy: Mapping[str, Any] | None = None,
+        policy_source: str | None = None,
     ) -> None:
         super().__init__()
-        self.rule = HealthRule(conditions, require)
+        self.policy = None if policy is None else dict(policy)
+        self.policy_source = policy_source
+        checked = None if policy is None else HealthPolicy.from_mapping(policy, policy_source or "<mapping>")
+        self.rule = HealthRule(conditions, require, policy=checked)
         self.table = table
         self.conditions = dict(conditions)
         self.lakeformat_conn_id = lakeformat_conn_id
@@ -103,6 +114,12 @@ class LakeformatHealthTrigger(BaseEventTrigger):
             "table_format": self.table_format,
             "fire_once": self.fire_once,
             "refire_after": self.refire_after,
+            # only when given, so triggers serialized before policies existed load as they were
+            **(
+                {"policy": self.policy, "policy_source": self.policy_source}
+                if self.policy is not None
+                else {}
+            ),
         }
 
     async def _open_table(self) -> Any:
@@ -199,6 +216,11 @@ def health_asset_uri(table: str, lakeformat_conn_id: str = DEFAULT_CONN_ID) -> s
     return f"{HEALTH_SCHEME}:{table_asset_uri(table, lakeformat_conn_id)}"
 
 
+def policy_kwargs(policy: HealthPolicy | None) -> dict[str, Any]:
+    """The trigger's ``policy`` and ``policy_source`` for a loaded policy (none for None)."""
+    return {} if policy is None else {"policy": policy.document, "policy_source": policy.source}
+
+
 def health_watched_asset(
     table: str,
     conditions: Mapping[str, Any],
@@ -210,6 +232,7 @@ def health_watched_asset(
     refire_after: float | None = None,
     asset_uri: str | None = None,
     watcher_name: str | None = None,
+    policy: str | os.PathLike[str] | Mapping[str, Any] | None = None,
 ) -> Any:
     """An Asset with an ``AssetWatcher`` that records an event each time the table's health crosses.
 
@@ -223,12 +246,15 @@ def health_watched_asset(
         refire_after: fire again after this many seconds while the table stays over (None: after it recovered).
         asset_uri: the Asset's URI (default :func:`health_asset_uri`).
         watcher_name: the watcher's unique name (default: the Asset's URI).
+        policy: a health policy (a YAML/JSON file's path, its text, or a mapping), read when the DAG is
+            parsed and serialized with the trigger; None: the table's properties and the defaults.
 
     Returns:
         An ``airflow.sdk.Asset`` to put in a DAG's ``schedule``.
 
     Raises:
         UsageError: a bad condition, naming its key.
+        PolicyError: an invalid policy, naming the key.
 
     Example:
         >>> asset = health_watched_asset("demo.events", {"smallFiles": 500}, poll_interval=600)  # doctest: +SKIP
@@ -244,5 +270,6 @@ def health_watched_asset(
         poll_interval=poll_interval,
         table_format=table_format,
         refire_after=refire_after,
+        **policy_kwargs(None if policy is None else HealthPolicy.load(policy)),
     )
     return Asset(uri=uri, watchers=[AssetWatcher(name=watcher_name or uri, trigger=trigger)])

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from airflow_lakeformat.core.errors import UsageError
+from airflow_lakeformat.core.health.policy import HealthPolicy
 
 #: The operations health recommends (``core/health/model.py``'s ``Operation``; a test keeps them in step).
 OPERATIONS = (
@@ -273,6 +274,10 @@ class HealthRule:
     Args:
         conditions: the conditions (module docstring), e.g. ``{"smallFiles": 500, "score_below": 60}``.
         require: ``"any"`` (default): one crossed condition matches; ``"all"``: every one must cross.
+        policy: the health policy the table is assessed with (``core/health/policy.py``: its thresholds
+            and allowed operations decide the score and the recommendations an ``operations`` condition
+            watches), or None: the table's properties and the defaults, as ``lakeformat health`` without
+            ``--policy``.
 
     Raises:
         UsageError: a condition that is unknown, ambiguous or malformed (naming its key), or ``require``.
@@ -282,7 +287,10 @@ class HealthRule:
         False
     """
 
-    def __init__(self, conditions: Mapping[str, Any], require: str = "any") -> None:
+    def __init__(
+        self, conditions: Mapping[str, Any], require: str = "any", policy: HealthPolicy | None = None
+    ) -> None:
+        self.policy = policy
         if require not in ("any", "all"):
             raise UsageError(f"health condition require={require!r}: give 'any' or 'all'")
         self.require: Require = "any" if require == "any" else "all"
@@ -307,7 +315,7 @@ class HealthRule:
             refresh
         ):  # a table that caches its metadata (Iceberg) reloads it; Paimon reads the latest
             refresh()
-        health = table.health(orphans=self.needs_orphans)
+        health = table.health(orphans=self.needs_orphans, policy=self.policy)
         document = health.to_json()
         crossed = self.evaluate(document)
         if crossed is None:

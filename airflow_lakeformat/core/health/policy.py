@@ -183,11 +183,14 @@ class HealthPolicy:
         defaults: PolicyLevel,
         namespaces: Mapping[str, PolicyLevel],
         tables: Mapping[str, PolicyLevel],
+        document: Mapping[str, Any] | None = None,
     ) -> None:
         self.source = source
         self.defaults = defaults
         self.namespaces = dict(namespaces)
         self.tables = dict(tables)
+        #: the checked document it was built from, as JSON (what a trigger serializes; ``from_mapping`` rebuilds)
+        self.document: dict[str, Any] = dict(document or {})
 
     @classmethod
     def load(
@@ -264,7 +267,7 @@ class HealthPolicy:
             if key.identifier in tables:
                 raise PolicyError(source, f"names the table {key.identifier} a second time", path)
             tables[key.identifier] = _level(body, source, path)
-        return cls(source, defaults, namespaces, tables)
+        return cls(source, defaults, namespaces, tables, json.loads(json.dumps(data, default=str)))
 
     def levels_for(self, table: TableKey | None) -> list[PolicyLevel]:
         """The levels that apply to ``table``, outermost first (only ``defaults`` when it has no key)."""
