@@ -7,6 +7,7 @@ exercised by the runs that need a fresh driver (fault injection, a killed driver
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -39,3 +40,6 @@ def spark() -> Iterator[Any]:
             yield session
         finally:
             session.stop()
+            # py4j logs "Closing down clientserver connection" from __del__ at interpreter exit, after
+            # logging's streams are closed: a "--- Logging error ---" traceback at the end of every run.
+            logging.getLogger("py4j").setLevel(logging.WARNING)
