@@ -119,7 +119,10 @@ def task_state(dag_id: str, task_id: str) -> str | None:
 
 @contextmanager
 def when(condition: Callable[[], bool], action: Callable[[], None]) -> Iterator[None]:
-    """Run ``action`` in a thread as soon as ``condition`` holds; re-raise its failure at the end."""
+    """Run ``action`` in a thread as soon as ``condition`` holds; re-raise its failure at the end.
+
+    A condition that never holds within 300 s fails the test, and the action still runs then: what the body
+    waits for (a sensor, a lock) then ends, so the test fails instead of hanging its stream."""
     failures: list[BaseException] = []
 
     def holds() -> bool:
@@ -133,7 +136,8 @@ def when(condition: Callable[[], bool], action: Callable[[], None]) -> Iterator[
             deadline = time.monotonic() + 300
             while not holds():
                 if time.monotonic() > deadline:
-                    raise TimeoutError("the condition never held")
+                    failures.append(TimeoutError("the condition never held"))
+                    break
                 time.sleep(0.05)
             action()
         except BaseException as exc:
